@@ -1,0 +1,201 @@
+//! OpenAI-compatible chat completions over HTTP, streamed or not. Every byte from the server is untrusted: each way
+//! an answer can be wrong becomes a typed [`ClientError`], never a panic, and no read outlives its deadline.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use gauntlet_schema::Answer;
+use serde_json::Value;
+
+use super::parse::{StreamAssembler, parse_completion};
+
+/// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    #[error("timed out after {seconds:.1}s{}", if *.during_body { " while reading the answer" } else { " waiting for the first byte" })]
+    Timeout { seconds: f64, during_body: bool },
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("HTTP {status} from {url}: {body}")]
+    Status { url: String, status: u16, body: String },
+    #[error("wrong content type `{got}` (expected {expected})")]
+    ContentType { got: String, expected: &'static str },
+    #[error("malformed answer: {0}")]
+    Malformed(String),
+    #[error("stream ended without `data: [DONE]`")]
+    MissingDone,
+    #[error("response larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("transport error: {0}")]
+    Transport(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    max_response_bytes: usize,
+}
+
+impl Client {
+    /// `base_url` is the server's root, possibly with a path prefix (`http://host:8000/serving`);
+    /// endpoints are appended to it, never substituted for its path.
+    pub fn new(base_url: &str, api_key: Option<String>) -> Client {
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .expect("a plain HTTP client always builds");
+        Client {
+            http,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+
+    pub fn with_max_response_bytes(mut self, limit: usize) -> Client {
+        self.max_response_bytes = limit;
+        self
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/{}", self.base_url, path.trim_start_matches('/'))
+    }
+
+    /// GET a health endpoint; Ok(status) for any HTTP answer.
+    pub async fn health(&self, path: &str, timeout: Duration) -> Result<u16, ClientError> {
+        let url = self.url(path);
+        let mut req = self.http.get(&url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        match req.send().await {
+            Ok(resp) => Ok(resp.status().as_u16()),
+            Err(e) => Err(transport(&url, e, timeout.as_secs_f64(), false)),
+        }
+    }
+
+    /// POST `/v1/chat/completions`. The answer must be complete before `deadline`.
+    pub async fn chat(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
+        let started = Instant::now();
+        let budget = deadline.saturating_duration_since(started);
+        let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let url = self.url("v1/chat/completions");
+        let got_bytes = Cell::new(false);
+        let work = self.chat_inner(&url, body, stream, started, &got_bytes);
+        match tokio::time::timeout(budget, work).await {
+            Ok(result) => result,
+            Err(_) => {
+                Err(ClientError::Timeout { seconds: started.elapsed().as_secs_f64(), during_body: got_bytes.get() })
+            }
+        }
+    }
+
+    async fn chat_inner(
+        &self,
+        url: &str,
+        body: &Value,
+        stream: bool,
+        started: Instant,
+        got_bytes: &Cell<bool>,
+    ) -> Result<Answer, ClientError> {
+        let bytes =
+            serde_json::to_vec(body).map_err(|e| ClientError::Transport(format!("cannot encode request: {e}")))?;
+        let mut req = self.http.post(url).header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| transport(url, e, 0.0, false))?;
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        got_bytes.set(true);
+        let mut chunks = resp.bytes_stream();
+        if status != 200 {
+            // Keep a short, lossy preview of the error body: enough to read, bounded whatever the server sends.
+            let mut preview = Vec::new();
+            while let Some(Ok(chunk)) = chunks.next().await {
+                preview.extend_from_slice(&chunk);
+                if preview.len() > 2048 {
+                    break;
+                }
+            }
+            preview.truncate(500);
+            return Err(ClientError::Status {
+                url: url.to_owned(),
+                status,
+                body: String::from_utf8_lossy(&preview).trim().to_owned(),
+            });
+        }
+        let expected = if stream { "text/event-stream" } else { "application/json" };
+        if !content_type.starts_with(expected) {
+            return Err(ClientError::ContentType {
+                got: if content_type.is_empty() { "(none)".into() } else { content_type },
+                expected,
+            });
+        }
+        let mut first_byte = None;
+        let mut received = 0usize;
+        if stream {
+            let mut assembler = StreamAssembler::default();
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
+                let t = started.elapsed().as_secs_f64();
+                first_byte.get_or_insert(t);
+                received += chunk.len();
+                if received > self.max_response_bytes {
+                    return Err(ClientError::TooLarge { limit: self.max_response_bytes });
+                }
+                assembler.feed(&chunk, t)?;
+                if assembler.done() {
+                    break;
+                }
+            }
+            let mut answer = assembler.finish()?;
+            answer.first_byte_seconds = first_byte;
+            Ok(answer)
+        } else {
+            let mut buf = Vec::new();
+            while let Some(chunk) = chunks.next().await {
+                let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
+                first_byte.get_or_insert(started.elapsed().as_secs_f64());
+                if buf.len() + chunk.len() > self.max_response_bytes {
+                    return Err(ClientError::TooLarge { limit: self.max_response_bytes });
+                }
+                buf.extend_from_slice(&chunk);
+            }
+            let value: Value =
+                serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))?;
+            let mut answer = parse_completion(&value)?;
+            answer.first_byte_seconds = first_byte;
+            Ok(answer)
+        }
+    }
+}
+
+fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> ClientError {
+    if e.is_timeout() {
+        ClientError::Timeout { seconds, during_body }
+    } else if e.is_connect() {
+        let reason = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
+        ClientError::Connect { url: url.to_owned(), reason }
+    } else {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        ClientError::Transport(msg)
+    }
+}

@@ -1,0 +1,301 @@
+//! Turning server bytes into an [`Answer`]: one JSON completion, or an SSE stream of chunks. Pure functions of the
+//! bytes (and the arrival times handed in), so every malformed shape is unit-testable.
+
+use gauntlet_schema::{Answer, StreamEvent, ToolCall, Usage};
+use serde_json::Value;
+
+use super::http::ClientError;
+
+/// A non-streamed chat completion.
+pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
+    if let Some(err) = v.get("error") {
+        return Err(ClientError::Malformed(format!("server returned an error object: {}", short(err))));
+    }
+    let choice = first_choice(v)?;
+    let message = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or_else(|| ClientError::Malformed("choices[0].message missing".into()))?;
+    let content = opt_str(message, "content", "choices[0].message.content")?;
+    let reasoning = opt_str(message, "reasoning_content", "choices[0].message.reasoning_content")?;
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
+        let calls = calls
+            .as_array()
+            .ok_or_else(|| ClientError::Malformed("choices[0].message.tool_calls is not an array".into()))?;
+        for (i, call) in calls.iter().enumerate() {
+            let f = call.get("function").unwrap_or(&Value::Null);
+            let name = f
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| ClientError::Malformed(format!("tool_calls[{i}].function.name missing")))?;
+            let arguments = f.get("arguments").cloned().unwrap_or(Value::Null);
+            if !(arguments.is_string() || arguments.is_object() || arguments.is_null()) {
+                return Err(ClientError::Malformed(format!(
+                    "tool_calls[{i}].function.arguments is neither a string nor an object"
+                )));
+            }
+            tool_calls.push(ToolCall { name: name.to_owned(), arguments });
+        }
+    }
+    Ok(Answer {
+        content,
+        reasoning,
+        tool_calls,
+        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        usage: usage(v)?,
+        server_timings: timings(v),
+        timeline: Vec::new(),
+        first_byte_seconds: None,
+    })
+}
+
+fn first_choice(v: &Value) -> Result<&Value, ClientError> {
+    v.get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| ClientError::Malformed("no choices[0] in the answer".into()))
+}
+
+/// A string field that may be absent or null, but never another type.
+fn opt_str(obj: &Value, key: &str, path: &str) -> Result<String, ClientError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(ClientError::Malformed(format!("{path} is not a string: {}", short(other)))),
+    }
+}
+
+fn usage(v: &Value) -> Result<Option<Usage>, ClientError> {
+    let Some(u) = v.get("usage").filter(|u| !u.is_null()) else {
+        return Ok(None);
+    };
+    let count = |k: &str| -> Result<Option<u64>, ClientError> {
+        match u.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(n) => n
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| ClientError::Malformed(format!("usage.{k} is not a non-negative integer: {n}"))),
+        }
+    };
+    Ok(Some(Usage { prompt_tokens: count("prompt_tokens")?, completion_tokens: count("completion_tokens")? }))
+}
+
+/// llama.cpp reports `timings` at the top level; some engines nest them under `usage`.
+fn timings(v: &Value) -> Option<Value> {
+    v.get("timings").or_else(|| v.get("usage").and_then(|u| u.get("timings"))).filter(|t| t.is_object()).cloned()
+}
+
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 200 {
+        let cut = (0..=200).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Reassembles a `text/event-stream` of chat-completion chunks, timestamping each event on arrival.
+#[derive(Debug, Default)]
+pub struct StreamAssembler {
+    pending: Vec<u8>,
+    answer: Answer,
+    done: bool,
+    events: usize,
+}
+
+/// Longest single SSE line we buffer while waiting for its newline.
+const MAX_LINE: usize = 1 << 20;
+
+impl StreamAssembler {
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Feed bytes that arrived at `t` seconds after the request was sent.
+    pub fn feed(&mut self, bytes: &[u8], t: f64) -> Result<(), ClientError> {
+        self.pending.extend_from_slice(bytes);
+        while let Some(nl) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=nl).collect();
+            self.line(&line, t)?;
+            if self.done {
+                return Ok(());
+            }
+        }
+        if self.pending.len() > MAX_LINE {
+            return Err(ClientError::Malformed(format!("an SSE line longer than {MAX_LINE} bytes")));
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, raw: &[u8], t: f64) -> Result<(), ClientError> {
+        let line = std::str::from_utf8(raw)
+            .map_err(|_| ClientError::Malformed("SSE line is not UTF-8".into()))?
+            .trim_end_matches(['\n', '\r']);
+        if line.is_empty() || line.starts_with(':') {
+            return Ok(());
+        }
+        let Some(data) = line.strip_prefix("data:") else {
+            if line.starts_with("event:") || line.starts_with("id:") || line.starts_with("retry:") {
+                return Ok(());
+            }
+            return Err(ClientError::Malformed(format!("unexpected SSE line `{}`", preview(line))));
+        };
+        let data = data.trim_start();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            ClientError::Malformed(format!("SSE event {} is not JSON ({e}): `{}`", self.events, preview(data)))
+        })?;
+        self.events += 1;
+        if let Some(err) = chunk.get("error") {
+            return Err(ClientError::Malformed(format!("server sent an error event: {}", short(err))));
+        }
+        if let Some(u) = usage(&chunk)? {
+            self.answer.usage = Some(u);
+        }
+        if let Some(t) = timings(&chunk) {
+            self.answer.server_timings = Some(t);
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            // The usage-only chunk at the end has an empty choices list.
+            return Ok(());
+        };
+        let delta = choice.get("delta").unwrap_or(&Value::Null);
+        let content = opt_str(delta, "content", "delta.content")?;
+        let reasoning = opt_str(delta, "reasoning_content", "delta.reasoning_content")?;
+        if delta.get("tool_calls").is_some_and(|c| !c.is_null()) {
+            return Err(ClientError::Malformed("streamed tool calls are not reassembled".into()));
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.answer.finish_reason = Some(reason.to_owned());
+        }
+        self.answer.content.push_str(&content);
+        self.answer.reasoning.push_str(&reasoning);
+        self.answer.timeline.push(StreamEvent { t, content, reasoning });
+        Ok(())
+    }
+
+    /// The answer, once the stream closed; a stream that never said `[DONE]` is an error.
+    pub fn finish(mut self) -> Result<Answer, ClientError> {
+        if !self.done {
+            if !self.pending.is_empty() {
+                let rest = std::mem::take(&mut self.pending);
+                let t = self.answer.timeline.last().map_or(0.0, |e| e.t);
+                self.line(&rest, t)?;
+            }
+            if !self.done {
+                return Err(ClientError::MissingDone);
+            }
+        }
+        Ok(self.answer)
+    }
+}
+
+fn preview(s: &str) -> String {
+    let cut = (0..=s.len().min(120)).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
+    if cut < s.len() { format!("{}…", &s[..cut]) } else { s.to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn completion_with_tool_call_usage_and_timings() {
+        let v = json!({
+            "choices": [{"finish_reason": "tool_calls", "message": {"content": null, "reasoning_content": "hm",
+                "tool_calls": [{"function": {"name": "f", "arguments": "{\"a\":1}"}}]}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 7},
+            "timings": {"predicted_per_second": 50.0}
+        });
+        let a = parse_completion(&v).unwrap();
+        assert_eq!(a.content, "");
+        assert_eq!(a.reasoning, "hm");
+        assert_eq!(a.tool_calls[0].arguments, json!("{\"a\":1}"));
+        assert_eq!(a.usage.unwrap().completion_tokens, Some(7));
+        assert_eq!(a.server_timings.unwrap()["predicted_per_second"], 50.0);
+        assert_eq!(a.finish_reason.as_deref(), Some("tool_calls"));
+    }
+
+    #[test]
+    fn usage_timings_nested_as_some_engines_send() {
+        let v =
+            json!({"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": 1, "timings": {"x": 1}}});
+        assert_eq!(parse_completion(&v).unwrap().server_timings, Some(json!({"x": 1})));
+    }
+
+    #[test]
+    fn malformed_completions_are_errors() {
+        for (v, want) in [
+            (json!({}), "no choices[0]"),
+            (json!({"choices": []}), "no choices[0]"),
+            (json!({"choices": [{}]}), "message missing"),
+            (json!({"choices": [{"message": {"content": 5}}]}), "content is not a string"),
+            (
+                json!({"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": -1}}),
+                "usage.completion_tokens",
+            ),
+            (json!({"choices": [{"message": {"tool_calls": [{"function": {"arguments": 1}}]}}]}), "name missing"),
+            (json!({"error": {"message": "boom"}}), "error object"),
+        ] {
+            let e = parse_completion(&v).unwrap_err().to_string();
+            assert!(e.contains(want), "{v} → {e}");
+        }
+    }
+
+    fn feed_all(parts: &[&str]) -> Result<Answer, ClientError> {
+        let mut s = StreamAssembler::default();
+        for (i, p) in parts.iter().enumerate() {
+            s.feed(p.as_bytes(), i as f64)?;
+        }
+        s.finish()
+    }
+
+    #[test]
+    fn stream_reassembles_across_split_chunks_and_timestamps_events() {
+        let a = feed_all(&[
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning_content\":\"th\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel",
+            "lo\"}}]}\r\n\r\n: keep-alive\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n",
+        ])
+        .unwrap();
+        assert_eq!(a.content, "Hello");
+        assert_eq!(a.reasoning, "th");
+        assert_eq!(a.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(a.usage.unwrap().completion_tokens, Some(2));
+        let content_events: Vec<_> = a.timeline.iter().filter(|e| !e.content.is_empty()).collect();
+        assert_eq!(content_events.len(), 1);
+        assert_eq!(content_events[0].t, 2.0, "stamped when its last byte arrived");
+        assert_eq!(a.timeline[0].content, "", "role-only chunk kept as an empty event");
+    }
+
+    #[test]
+    fn stream_faults_are_typed() {
+        let e = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"]).unwrap_err();
+        assert_eq!(e, ClientError::MissingDone);
+        let e = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\n\n"]).unwrap_err();
+        assert!(e.to_string().contains("is not JSON"), "{e}");
+        let e = feed_all(&["garbage line\n"]).unwrap_err();
+        assert!(e.to_string().contains("unexpected SSE line"), "{e}");
+        let e = feed_all(&["data: {\"error\":{\"message\":\"oom\"}}\n\n"]).unwrap_err();
+        assert!(e.to_string().contains("error event"), "{e}");
+        let mut s = StreamAssembler::default();
+        let big = vec![b'x'; MAX_LINE + 1];
+        assert!(s.feed(&big, 0.0).is_err());
+        let mut s = StreamAssembler::default();
+        assert!(s.feed(&[0xff, 0xfe, b'\n'], 0.0).unwrap_err().to_string().contains("UTF-8"));
+    }
+
+    #[test]
+    fn done_without_trailing_newline_is_accepted() {
+        let a = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]"]).unwrap();
+        assert_eq!(a.content, "x");
+    }
+}

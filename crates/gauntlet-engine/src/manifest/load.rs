@@ -1,0 +1,559 @@
+//! Manifest TOML → validated [`Profile`]s. All validation lives here and happens before any process starts, so
+//! the rest of the engine never re-checks a port, a path or a flag.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use gauntlet_schema::Thresholds;
+use toml::Table;
+
+use super::fields::{Problems, Reader, join};
+use crate::suite::Suite;
+
+pub const MANIFEST_VERSION: i64 = 1;
+const EMBEDDED_DEFAULT: &str = include_str!("default.toml");
+
+/// Flags every server gets from its profile; a user may not set them again in `server_arguments`.
+const ALWAYS_RESERVED: &[&str] = &["-m", "--model", "--host", "--port"];
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid manifest `{origin}`:\n  - {}", problems.join("\n  - "))]
+pub struct ManifestError {
+    pub origin: String,
+    pub problems: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub origin: String,
+    pub root: PathBuf,
+    pub default_profile: Option<String>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub target: Target,
+    pub suite: Suite,
+    /// The `model` field sent in every request.
+    pub request_model: String,
+    pub health_path: String,
+    pub load_timeout: Duration,
+    pub request_timeout: Duration,
+    pub suite_budget: Duration,
+    pub stop_grace: Duration,
+    pub thresholds: Thresholds,
+    /// Files this profile needs that are absent or unusable; checked when the profile is selected.
+    missing: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// gauntlet starts, supervises and stops the server.
+    Spawn(Box<SpawnSpec>),
+    /// The server is already running (a shared deployment); gauntlet only sends requests.
+    Attach(AttachSpec),
+}
+
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub server_name: String,
+    pub binary: PathBuf,
+    pub model: ModelSpec,
+    pub host: String,
+    pub port: u16,
+    /// `None` = the model path is the first positional argument.
+    pub model_flag: Option<String>,
+    pub host_flag: String,
+    pub port_flag: String,
+    pub arguments: Vec<String>,
+    pub environment: BTreeMap<String, String>,
+}
+
+impl SpawnSpec {
+    /// The exact argv: binary, model, host, port, then the profile's arguments in order.
+    pub fn command(&self) -> Vec<String> {
+        let mut argv = vec![self.binary.display().to_string()];
+        if let Some(flag) = &self.model_flag {
+            argv.push(flag.clone());
+        }
+        argv.push(self.model.path.display().to_string());
+        argv.extend([self.host_flag.clone(), self.host.clone(), self.port_flag.clone(), self.port.to_string()]);
+        argv.extend(self.arguments.iter().cloned());
+        argv
+    }
+
+    pub fn base_url(&self) -> String {
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        format!("http://{host}:{}", self.port)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelSpec {
+    pub name: String,
+    pub path: PathBuf,
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttachSpec {
+    pub base_url: String,
+    /// Name of the environment variable holding the API key; the key itself is never written anywhere.
+    pub api_key_env: Option<String>,
+}
+
+impl Manifest {
+    /// The manifest compiled into the binary; its paths live under gauntlet's home (`scripts/setup.sh` fills it).
+    pub fn embedded_default(home: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::parse(EMBEDDED_DEFAULT, "embedded default", home)
+    }
+
+    pub fn embedded_default_text() -> &'static str {
+        EMBEDDED_DEFAULT
+    }
+
+    pub fn from_file(path: &Path) -> Result<Manifest, ManifestError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ManifestError { origin: origin.clone(), problems: vec![format!("cannot read: {e}")] })?;
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Manifest::parse(&text, &origin, dir)
+    }
+
+    /// `base_dir` anchors a relative `root` (and is the root when none is given).
+    pub fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Manifest, ManifestError> {
+        let fail = |problems| ManifestError { origin: origin.to_owned(), problems };
+        let doc: Table = text.parse().map_err(|e: toml::de::Error| fail(vec![e.to_string().trim_end().to_owned()]))?;
+        let mut p = Problems::default();
+        let top = Reader::new(&doc, "");
+        p.unknown_keys(&doc, "", &["version", "root", "default_profile", "models", "servers", "profiles"]);
+        match top.integer(&mut p, "version", 1, i64::MAX) {
+            Some(MANIFEST_VERSION) => {}
+            Some(v) => p.error(
+                "version",
+                format!("manifest version {v} is newer than this gauntlet reads ({MANIFEST_VERSION})"),
+            ),
+            None if !top.has("version") => p.error("version", "required (this gauntlet reads version 1)"),
+            None => {}
+        }
+        let root = match top.string(&mut p, "root") {
+            Some(r) if Path::new(&r).is_absolute() => PathBuf::from(r),
+            Some(r) => base_dir.join(r),
+            None => base_dir.to_path_buf(),
+        };
+        let models = read_models(&mut p, &top, &root);
+        let servers = read_servers(&mut p, &top, &root);
+        let mut profiles = BTreeMap::new();
+        match top.table_of(&mut p, "profiles") {
+            None if !top.has("profiles") => p.error("profiles", "required: at least one profile"),
+            None => {}
+            Some(t) if t.is_empty() => p.error("profiles", "required: at least one profile"),
+            Some(t) => {
+                for (name, v) in t {
+                    let path = join("profiles", name);
+                    let Some(pt) = v.as_table() else {
+                        p.error(&path, "expected a table");
+                        continue;
+                    };
+                    if let Some(profile) =
+                        read_profile(&mut p, name, Reader::new(pt, path), &models, &servers, &root, &doc)
+                    {
+                        profiles.insert(name.clone(), profile);
+                    }
+                }
+            }
+        }
+        let default_profile = top.string(&mut p, "default_profile");
+        if let Some(d) = &default_profile
+            && !profiles.contains_key(d)
+            && p.errors.is_empty()
+        {
+            p.error("default_profile", format!("`{d}` is not a profile"));
+        }
+        if !p.errors.is_empty() {
+            return Err(fail(p.errors));
+        }
+        Ok(Manifest { origin: origin.to_owned(), root, default_profile, profiles, warnings: p.warnings })
+    }
+
+    /// The profile named on the command line, else `default_profile`, else the only one; its files must exist.
+    pub fn select(&self, name: Option<&str>) -> Result<&Profile, ManifestError> {
+        let profile =
+            self.select_name(name).map_err(|e| ManifestError { origin: self.origin.clone(), problems: vec![e] })?;
+        if !profile.missing.is_empty() {
+            let mut problems = profile.missing.clone();
+            if self.origin == "embedded default" {
+                problems
+                    .push("run `scripts/setup.sh` (add `--native` for the native llama-server) to install them".into());
+            }
+            return Err(ManifestError { origin: self.origin.clone(), problems });
+        }
+        Ok(profile)
+    }
+
+    fn select_name(&self, name: Option<&str>) -> Result<&Profile, String> {
+        let names = || self.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+        let wanted = match (name, &self.default_profile) {
+            (Some(n), _) => n.to_owned(),
+            (None, Some(d)) => d.clone(),
+            (None, None) if self.profiles.len() == 1 => self.profiles.keys().next().cloned().unwrap_or_default(),
+            (None, None) => {
+                return Err(format!("several profiles ({}); choose one with --profile", names()));
+            }
+        };
+        self.profiles
+            .get(&wanted)
+            .ok_or_else(|| format!("no profile `{wanted}` in {} (profiles: {})", self.origin, names()))
+    }
+}
+
+struct ServerDef {
+    binary: PathBuf,
+    model_flag: Option<String>,
+    host_flag: String,
+    port_flag: String,
+    health_path: String,
+    environment: BTreeMap<String, String>,
+    missing: Vec<String>,
+}
+
+fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, (ModelSpec, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    let Some(t) = top.table_of(p, "models") else {
+        return out;
+    };
+    for (name, v) in t {
+        let path = join("models", name);
+        let Some(mt) = v.as_table() else {
+            p.error(&path, "expected a table");
+            continue;
+        };
+        p.unknown_keys(mt, &path, &["path", "sha256"]);
+        let r = Reader::new(mt, path.clone());
+        let file = r.required_string(p, "path").and_then(|f| inside_root(p, &r.at("path"), root, &f));
+        let sha256 = r.string(p, "sha256");
+        if let Some(s) = &sha256
+            && !(s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        {
+            p.error(&r.at("sha256"), "expected 64 lowercase hex characters");
+        }
+        if let Some(file) = file {
+            // Existence is checked for the profile that runs, so one unbuilt server does not block the others.
+            let mut missing = Vec::new();
+            if !file.is_file() {
+                missing.push(format!("{}: model file `{}` does not exist", r.at("path"), file.display()));
+            }
+            out.insert(name.clone(), (ModelSpec { name: name.clone(), path: file, sha256 }, missing));
+        }
+    }
+    out
+}
+
+fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, ServerDef> {
+    let mut out = BTreeMap::new();
+    let Some(t) = top.table_of(p, "servers") else {
+        return out;
+    };
+    for (name, v) in t {
+        let path = join("servers", name);
+        let Some(st) = v.as_table() else {
+            p.error(&path, "expected a table");
+            continue;
+        };
+        p.unknown_keys(st, &path, &["binary", "model_flag", "host_flag", "port_flag", "health_path", "environment"]);
+        let r = Reader::new(st, path.clone());
+        let binary = r.required_string(p, "binary").and_then(|b| inside_root(p, &r.at("binary"), root, &b));
+        let model_flag = r.string(p, "model_flag").unwrap_or_else(|| "-m".into());
+        let host_flag = r.string(p, "host_flag").unwrap_or_else(|| "--host".into());
+        let port_flag = r.string(p, "port_flag").unwrap_or_else(|| "--port".into());
+        for (key, flag) in [("host_flag", &host_flag), ("port_flag", &port_flag)] {
+            if !flag.starts_with('-') {
+                p.error(&r.at(key), format!("`{flag}` is not a flag (must start with -)"));
+            }
+        }
+        let health_path = r.string(p, "health_path").unwrap_or_else(|| "/health".into());
+        if !health_path.starts_with('/') {
+            p.error(&r.at("health_path"), "must start with /");
+        }
+        let environment = r.string_map(p, "environment").unwrap_or_default();
+        if let Some(binary) = binary {
+            let missing = executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect();
+            out.insert(
+                name.clone(),
+                ServerDef {
+                    binary,
+                    model_flag: (!model_flag.is_empty()).then_some(model_flag),
+                    host_flag,
+                    port_flag,
+                    health_path,
+                    environment,
+                    missing,
+                },
+            );
+        }
+    }
+    out
+}
+
+fn read_profile(
+    p: &mut Problems,
+    name: &str,
+    r: Reader,
+    models: &BTreeMap<String, (ModelSpec, Vec<String>)>,
+    servers: &BTreeMap<String, ServerDef>,
+    root: &Path,
+    doc: &Table,
+) -> Option<Profile> {
+    p.unknown_keys(
+        r.table,
+        &r.path,
+        &[
+            "model",
+            "server",
+            "host",
+            "port",
+            "server_arguments",
+            "environment",
+            "base_url",
+            "api_key_env",
+            "request_model",
+            "health_path",
+            "suite",
+            "load_timeout",
+            "request_timeout",
+            "suite_budget",
+            "stop_grace",
+            "verdict",
+            "expected_failures",
+        ],
+    );
+    let errors_before = p.errors.len();
+    let attach = r.has("base_url");
+    let mut missing = Vec::new();
+    let target = if attach {
+        // Options that only mean something for a server gauntlet starts are refused rather than ignored.
+        for key in ["model", "server", "host", "port", "server_arguments", "environment", "stop_grace"] {
+            if r.has(key) {
+                p.error(&r.at(key), "has no effect with `base_url` (gauntlet does not start an attached server)");
+            }
+        }
+        let base_url = r.string(p, "base_url").unwrap_or_default();
+        if !(base_url.starts_with("http://")) {
+            p.error(&r.at("base_url"), format!("`{base_url}` must be an http:// URL"));
+        }
+        let api_key_env = r.string(p, "api_key_env");
+        if let Some(var) = &api_key_env
+            && (var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            p.error(&r.at("api_key_env"), "must be an environment variable name");
+        }
+        Some(Target::Attach(AttachSpec { base_url: base_url.trim_end_matches('/').to_owned(), api_key_env }))
+    } else {
+        if r.has("api_key_env") {
+            p.error(&r.at("api_key_env"), "needs `base_url` (a server gauntlet starts takes no API key)");
+        }
+        let model = r.required_string(p, "model").and_then(|m| {
+            let found = models.get(&m).cloned();
+            // A model that is defined but invalid has its own error already.
+            if found.is_none() && !defined(doc, "models", &m) {
+                p.error(&r.at("model"), format!("`{m}` is not defined under [models]"));
+            }
+            found.map(|(spec, problems)| {
+                missing.extend(problems);
+                spec
+            })
+        });
+        let server = r.required_string(p, "server").and_then(|s| {
+            let found = servers.get(&s);
+            if found.is_none() && !defined(doc, "servers", &s) {
+                p.error(&r.at("server"), format!("`{s}` is not defined under [servers]"));
+            }
+            found.map(|d| (s, d))
+        });
+        let host = r.string(p, "host").unwrap_or_else(|| "127.0.0.1".into());
+        if host.parse::<std::net::IpAddr>().is_err() {
+            p.error(&r.at("host"), format!("`{host}` is not an IP address"));
+        }
+        let port = if r.has("port") {
+            r.integer(p, "port", 1, 65535).map(|n| n as u16)
+        } else {
+            p.error(&r.at("port"), "required (1..=65535)");
+            None
+        };
+        let arguments = r.string_array(p, "server_arguments").unwrap_or_default();
+        let mut environment = r.string_map(p, "environment").unwrap_or_default();
+        if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
+            check_arguments(p, &r.at("server_arguments"), &arguments, def);
+            missing.extend(def.missing.iter().cloned());
+            let mut env = def.environment.clone();
+            env.append(&mut environment);
+            Some(Target::Spawn(Box::new(SpawnSpec {
+                server_name,
+                binary: def.binary.clone(),
+                model,
+                host,
+                port,
+                model_flag: def.model_flag.clone(),
+                host_flag: def.host_flag.clone(),
+                port_flag: def.port_flag.clone(),
+                arguments,
+                environment: env,
+            })))
+        } else {
+            None
+        }
+    };
+    let server_health = match &target {
+        Some(Target::Spawn(s)) => servers.get(&s.server_name).map(|d| d.health_path.clone()),
+        _ => None,
+    };
+    let health_path = r.string(p, "health_path").or(server_health).unwrap_or_else(|| "/health".into());
+    if !health_path.starts_with('/') {
+        p.error(&r.at("health_path"), "must start with /");
+    }
+    let request_model = r.string(p, "request_model").unwrap_or_else(|| match &target {
+        Some(Target::Spawn(s)) => s.model.name.clone(),
+        _ => "default".into(),
+    });
+    let suite = match r.string(p, "suite").as_deref() {
+        None | Some("default") => Some(Suite::embedded_default()),
+        Some(file) => {
+            inside_root(p, &r.at("suite"), root, file).and_then(|path| match std::fs::read_to_string(&path) {
+                Ok(text) => {
+                    Suite::parse(&text, &path.display().to_string()).map_err(|e| p.error(&r.at("suite"), e)).ok()
+                }
+                Err(e) => {
+                    p.error(&r.at("suite"), format!("cannot read `{}`: {e}", path.display()));
+                    None
+                }
+            })
+        }
+    };
+    let hour = Duration::from_secs(3600);
+    let load_timeout = r.duration(p, "load_timeout", 2 * hour).unwrap_or(Duration::from_secs(480));
+    let request_timeout = r.duration(p, "request_timeout", hour).unwrap_or(Duration::from_secs(120));
+    let suite_budget = r.duration(p, "suite_budget", 4 * hour).unwrap_or(Duration::from_secs(300));
+    let stop_grace = r.duration(p, "stop_grace", Duration::from_secs(600)).unwrap_or(Duration::from_secs(30));
+    let mut thresholds = Thresholds {
+        min_pass_rate: 0.5,
+        fail_regressions: 2,
+        decode_ratio_warn: 0.85,
+        load_ratio_warn: 1.5,
+        load_timeout_seconds: load_timeout.as_secs_f64(),
+        request_timeout_seconds: request_timeout.as_secs_f64(),
+        suite_budget_seconds: suite_budget.as_secs_f64(),
+        expected_failures: Vec::new(),
+    };
+    if let Some(ids) = r.string_array(p, "expected_failures") {
+        if let Some(suite) = &suite {
+            for (i, id) in ids.iter().enumerate() {
+                if !suite.cases.iter().any(|c| &c.id == id) {
+                    p.error(
+                        &format!("{}[{i}]", r.at("expected_failures")),
+                        format!("`{id}` is not a case of suite `{}`", suite.id),
+                    );
+                }
+            }
+        }
+        thresholds.expected_failures = ids;
+    }
+    if let Some(vt) = r.table_of(p, "verdict") {
+        let path = r.at("verdict");
+        p.unknown_keys(vt, &path, &["min_pass_rate", "fail_regressions", "decode_ratio_warn", "load_ratio_warn"]);
+        let v = Reader::new(vt, path);
+        if let Some(x) = v.float(p, "min_pass_rate", 0.0, 1.0) {
+            thresholds.min_pass_rate = x;
+        }
+        if let Some(x) = v.integer(p, "fail_regressions", 1, 1000) {
+            thresholds.fail_regressions = x as u32;
+        }
+        if let Some(x) = v.float(p, "decode_ratio_warn", 0.0, 1.0) {
+            thresholds.decode_ratio_warn = x;
+        }
+        if let Some(x) = v.float(p, "load_ratio_warn", 1.0, 1000.0) {
+            thresholds.load_ratio_warn = x;
+        }
+    }
+    if p.errors.len() > errors_before {
+        return None;
+    }
+    Some(Profile {
+        name: name.to_owned(),
+        target: target?,
+        suite: suite?,
+        request_model,
+        health_path,
+        load_timeout,
+        request_timeout,
+        suite_budget,
+        stop_grace,
+        thresholds,
+        missing,
+    })
+}
+
+/// Reserved flags are the profile's to set; `--opt=value` is refused so that one flag is one token and the
+/// reserved-flag check cannot be dodged.
+fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDef) {
+    let mut reserved: Vec<&str> = ALWAYS_RESERVED.to_vec();
+    reserved.extend([def.host_flag.as_str(), def.port_flag.as_str()]);
+    if let Some(m) = &def.model_flag {
+        reserved.push(m);
+    }
+    for (i, a) in args.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        if a.starts_with('-') && a.contains('=') {
+            let (flag, value) = a.split_once('=').unwrap_or((a, ""));
+            p.error(&at, format!("`{a}`: write the flag and its value as separate tokens (\"{flag}\", \"{value}\")"));
+        } else if reserved.contains(&a.as_str()) {
+            p.error(&at, format!("`{a}` is set by the profile (model, host and port are owned by gauntlet)"));
+        }
+    }
+}
+
+/// A manifest path is relative, and stays inside the root once `.` and `..` are resolved lexically.
+fn inside_root(p: &mut Problems, path: &str, root: &Path, value: &str) -> Option<PathBuf> {
+    let rel = Path::new(value);
+    if value.is_empty() {
+        p.error(path, "must not be empty");
+        return None;
+    }
+    if rel.is_absolute() {
+        p.error(path, format!("`{value}` must be relative to the manifest root `{}`", root.display()));
+        return None;
+    }
+    let mut depth: i32 = 0;
+    for c in rel.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => depth -= 1,
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => depth = -1,
+        }
+        if depth < 0 {
+            p.error(path, format!("`{value}` leaves the manifest root `{}`", root.display()));
+            return None;
+        }
+    }
+    Some(root.join(rel))
+}
+
+fn defined(doc: &Table, section: &str, name: &str) -> bool {
+    doc.get(section).and_then(|s| s.as_table()).is_some_and(|t| t.contains_key(name))
+}
+
+fn executable_problem(file: &Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(file) {
+        Err(_) => Some(format!("server binary `{}` does not exist", file.display())),
+        Ok(m) if !m.is_file() => Some(format!("`{}` is not a file", file.display())),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => {
+            Some(format!("server binary `{}` is not executable", file.display()))
+        }
+        Ok(_) => None,
+    }
+}

@@ -1,0 +1,6 @@
+//! TOML → validated profiles. Everything that can be checked before a process starts is checked here, once.
+
+mod fields;
+mod load;
+
+pub use load::{AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, Profile, SpawnSpec, Target};

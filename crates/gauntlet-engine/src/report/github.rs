@@ -1,0 +1,27 @@
+//! GitHub Actions: workflow-command annotations (worst first) and the step summary.
+
+use gauntlet_schema::{RunRecord, Severity};
+
+/// One `::error` / `::warning` line per finding, failures first.
+pub fn annotations(run: &RunRecord) -> String {
+    let mut findings: Vec<_> = run.findings.iter().filter(|f| f.severity != Severity::Info).collect();
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    let mut out = String::new();
+    for f in findings {
+        let level = if f.severity == Severity::Fail { "error" } else { "warning" };
+        let title = match &f.case {
+            Some(c) => format!("gauntlet {} {}: {}", run.profile, f.kind, c),
+            None => format!("gauntlet {} {}", run.profile, f.kind),
+        };
+        out.push_str(&format!("::{level} title={}::{}\n", property(&title), data(&f.message)));
+    }
+    out
+}
+
+fn data(s: &str) -> String {
+    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+}
+
+fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}

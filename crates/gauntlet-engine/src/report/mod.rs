@@ -1,0 +1,9 @@
+//! Views of a run record: Markdown, JUnit, GitHub annotations. Each is a pure function of the record.
+
+mod github;
+mod junit;
+mod markdown;
+
+pub use github::annotations as github_annotations;
+pub use junit::render as junit;
+pub use markdown::render as markdown;

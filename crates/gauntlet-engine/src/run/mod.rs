@@ -1,0 +1,7 @@
+//! The gate's lifecycle and its outputs.
+
+mod gate;
+mod outputs;
+
+pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, identity, run_gate};
+pub use outputs::{write_baseline, write_outputs};

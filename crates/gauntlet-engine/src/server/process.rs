@@ -1,0 +1,259 @@
+//! One server process group: spawn with an explicit environment, watch for a crash, stop by escalation, and
+//! find anything of the group that outlives its leader. The group is also registered with [`super::signals`]
+//! so that Ctrl-C on gauntlet stops it, and `Drop` kills it so that a panic leaves no orphan.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::TcpListener;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::manifest::SpawnSpec;
+
+use super::signals;
+
+/// Variables passed through from gauntlet's environment; everything else is dropped so that ambient settings do
+/// not leak into a measurement. The profile's own `environment` is added on top.
+const ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("port {port} on {host} is already in use; stop what holds it or choose another port")]
+    PortInUse { host: String, port: u16 },
+    #[error("cannot bind {host}:{port} to check it is free: {source}")]
+    PortCheck { host: String, port: u16, source: std::io::Error },
+    #[error("cannot create server log `{path}`: {source}")]
+    Log { path: PathBuf, source: std::io::Error },
+    #[error("cannot start `{binary}`: {source}")]
+    Exec { binary: String, source: std::io::Error },
+}
+
+/// How a stop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// Exited on SIGTERM within the grace period.
+    Terminated(ExitStatus),
+    /// Needed SIGKILL.
+    Killed,
+    /// Still alive after SIGKILL and a second grace period.
+    Stuck,
+    /// Had already exited before we asked (a crash, unless we stopped it).
+    AlreadyExited(ExitStatus),
+}
+
+#[derive(Debug)]
+pub struct ServerProcess {
+    child: Child,
+    pgid: i32,
+    spawned_at: Instant,
+    log_path: PathBuf,
+    exit: Option<ExitStatus>,
+    stopped: bool,
+}
+
+/// Refuse a port something else listens on: our client would talk to that server instead of ours.
+pub fn check_port_free(host: &str, port: u16) -> Result<(), SpawnError> {
+    match TcpListener::bind((host, port)) {
+        Ok(listener) => {
+            drop(listener);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            Err(SpawnError::PortInUse { host: host.to_owned(), port })
+        }
+        Err(source) => Err(SpawnError::PortCheck { host: host.to_owned(), port, source }),
+    }
+}
+
+impl ServerProcess {
+    pub fn spawn(spec: &SpawnSpec, log_path: &Path) -> Result<ServerProcess, SpawnError> {
+        check_port_free(&spec.host, spec.port)?;
+        let log = File::create(log_path).map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
+        let log2 = log.try_clone().map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
+        let argv = spec.command();
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2))
+            .process_group(0);
+        for key in ENV_ALLOW {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
+            }
+        }
+        cmd.envs(&spec.environment);
+        // Register before the group exists, under a lock the signal thread also takes, so there is no moment in
+        // which Ctrl-C could miss a freshly started group.
+        let guard = signals::lock();
+        let child = cmd.spawn().map_err(|source| SpawnError::Exec { binary: argv[0].clone(), source })?;
+        let pgid = child.id() as i32;
+        signals::register(guard, pgid);
+        Ok(ServerProcess {
+            child,
+            pgid,
+            spawned_at: Instant::now(),
+            log_path: log_path.to_owned(),
+            exit: None,
+            stopped: false,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn spawned_at(&self) -> Instant {
+        self.spawned_at
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// `Some(status)` once the leader has exited. Non-blocking.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.exit.is_none()
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            self.exit = Some(status);
+        }
+        self.exit
+    }
+
+    /// SIGTERM to the group → `grace` → SIGKILL → `grace` → stuck. Then reap anything of the group that is left
+    /// and return its pids (a leaked child is a finding, and it must not outlive the run).
+    pub fn stop(&mut self, grace: Duration) -> (StopOutcome, Vec<i32>) {
+        self.stopped = true;
+        let outcome = if let Some(status) = self.exited() {
+            StopOutcome::AlreadyExited(status)
+        } else {
+            signal_group(self.pgid, libc::SIGTERM);
+            if let Some(status) = self.wait_until(Instant::now() + grace) {
+                StopOutcome::Terminated(status)
+            } else {
+                signal_group(self.pgid, libc::SIGKILL);
+                match self.wait_until(Instant::now() + grace) {
+                    Some(_) => StopOutcome::Killed,
+                    None => StopOutcome::Stuck,
+                }
+            }
+        };
+        let leftovers = group_members(self.pgid);
+        if !leftovers.is_empty() {
+            signal_group(self.pgid, libc::SIGKILL);
+            // Bounded: killed processes vanish in milliseconds; a process in uninterruptible sleep may not.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !group_members(self.pgid).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        if outcome != StopOutcome::Stuck {
+            signals::unregister(self.pgid);
+        }
+        (outcome, leftovers)
+    }
+
+    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last `n` lines of the server log (reads at most the last 64 KiB).
+    pub fn log_tail(&self, n: usize) -> Vec<String> {
+        log_tail(&self.log_path, n)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if !self.stopped {
+            signal_group(self.pgid, libc::SIGKILL);
+            let _ = self.child.wait();
+            signals::unregister(self.pgid);
+        }
+    }
+}
+
+pub fn log_tail(path: &Path, n: usize) -> Vec<String> {
+    let Ok(mut f) = File::open(path) else {
+        return Vec::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    if f.seek(SeekFrom::Start(start)).is_err() {
+        return Vec::new();
+    }
+    let mut buf = Vec::new();
+    let _ = f.take(64 * 1024).read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().collect();
+    let skip = lines.len().saturating_sub(n);
+    lines[skip..].iter().map(|l| l.to_string()).collect()
+}
+
+pub(crate) fn signal_group(pgid: i32, sig: i32) {
+    // SAFETY: killpg has no memory-safety preconditions; a vanished group only yields ESRCH.
+    unsafe {
+        libc::killpg(pgid, sig);
+    }
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`, from /proc.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may itself contain spaces or parentheses.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2)) else {
+            continue;
+        };
+        if *state != "Z" && pgrp.parse::<i32>() == Ok(pgid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Human words for how a process ended.
+pub fn describe_exit(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => "unknown status".into(),
+    }
+}

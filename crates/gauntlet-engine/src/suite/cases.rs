@@ -1,0 +1,317 @@
+//! Suite files: parsed strictly, then turned into requests. A suite is data; the default one is embedded.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use super::needle;
+
+const DEFAULT_SUITE: &str = include_str!("default.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error("failed to parse suite `{origin}`: {message}")]
+    Parse { origin: String, message: String },
+    #[error("suite `{origin}`: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub id: String,
+    pub version: u32,
+    /// sha256 of the suite's source text: two suites with one id but other contents never compare silently.
+    pub digest: String,
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteFile {
+    id: String,
+    version: u32,
+    #[serde(rename = "cases")]
+    cases: Vec<CaseFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseFile {
+    id: String,
+    #[serde(default)]
+    messages: Vec<Message>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    thinking: bool,
+    #[serde(default)]
+    tools: Option<Vec<toml::Value>>,
+    #[serde(default)]
+    generate: Option<Generate>,
+    #[serde(default)]
+    repeat_of: Option<String>,
+    #[serde(default)]
+    check: Check,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    pub role: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Generate {
+    /// The secret number hidden in the filler.
+    needle: u32,
+    /// How many filler lines surround it.
+    lines: u32,
+}
+
+/// The assertions on one answer; every key present must hold.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    #[serde(default)]
+    pub field: Field,
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub any: Vec<String>,
+    #[serde(default)]
+    pub regex: Option<String>,
+    #[serde(default)]
+    pub number: Option<f64>,
+    #[serde(default)]
+    pub sequence: Option<u32>,
+    #[serde(default)]
+    pub json: Option<toml::Table>,
+    #[serde(default)]
+    pub tool_call: Option<ToolCallCheck>,
+    #[serde(default)]
+    pub min_words: Option<u32>,
+    #[serde(default)]
+    pub no_loop: bool,
+    /// Reasoning text must be non-empty (thinking cases).
+    #[serde(default)]
+    pub reasoning: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Field {
+    #[default]
+    Content,
+    Reasoning,
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallCheck {
+    pub name: String,
+    #[serde(default)]
+    pub arguments_contain: toml::Table,
+}
+
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub id: String,
+    pub messages: Vec<Message>,
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub thinking: bool,
+    pub tools: Option<Value>,
+    pub repeat_of: Option<String>,
+    pub check: Check,
+}
+
+impl Case {
+    /// The OpenAI-compatible request body, greedy. `model` is the name the server is asked for.
+    pub fn request_body(&self, model: &str) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model));
+        body.insert(
+            "messages".into(),
+            Value::Array(self.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect()),
+        );
+        body.insert("max_tokens".into(), json!(self.max_tokens));
+        body.insert("temperature".into(), json!(0));
+        body.insert("stream".into(), json!(self.stream));
+        if self.stream {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        body.insert("chat_template_kwargs".into(), json!({"enable_thinking": self.thinking}));
+        if let Some(tools) = &self.tools {
+            body.insert("tools".into(), tools.clone());
+        }
+        Value::Object(body)
+    }
+}
+
+impl Suite {
+    pub fn embedded_default() -> Suite {
+        Suite::parse(DEFAULT_SUITE, "default (embedded)").expect("the embedded default suite is valid")
+    }
+
+    pub fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
+        let file: SuiteFile = toml::from_str(text).map_err(|e| SuiteError::Parse {
+            origin: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let invalid = |message: String| SuiteError::Invalid { origin: origin.to_owned(), message };
+        if file.cases.is_empty() {
+            return Err(invalid("has no cases".into()));
+        }
+        let mut cases: Vec<Case> = Vec::with_capacity(file.cases.len());
+        for (i, c) in file.cases.into_iter().enumerate() {
+            let at = format!("cases[{i}] (`{}`)", c.id);
+            if c.id.is_empty() {
+                return Err(invalid(format!("cases[{i}].id: must not be empty")));
+            }
+            if cases.iter().any(|o| o.id == c.id) {
+                return Err(invalid(format!("{at}: duplicate id")));
+            }
+            if c.stream && c.tools.is_some() {
+                return Err(invalid(format!(
+                    "{at}: `stream` and `tools` together are not supported (streamed tool calls are not reassembled)"
+                )));
+            }
+            if let Some(re) = &c.check.regex {
+                regex::RegexBuilder::new(re).build().map_err(|e| invalid(format!("{at}.check.regex: {e}")))?;
+            }
+            if let Some(src) = &c.repeat_of {
+                let Some(source) = cases.iter().find(|o| &o.id == src) else {
+                    return Err(invalid(format!("{at}.repeat_of: `{src}` is not an earlier case")));
+                };
+                if source.repeat_of.is_some() {
+                    return Err(invalid(format!("{at}.repeat_of: `{src}` is itself a repeat")));
+                }
+                if !c.messages.is_empty() || c.generate.is_some() || c.check != Check::default() {
+                    return Err(invalid(format!(
+                        "{at}: a repeat re-sends its source; it takes no messages, generate or check"
+                    )));
+                }
+                let mut repeat = source.clone();
+                repeat.id = c.id.clone();
+                repeat.repeat_of = Some(src.clone());
+                repeat.check = Check::default();
+                cases.push(repeat);
+                continue;
+            }
+            let mut messages = c.messages;
+            if let Some(g) = &c.generate {
+                if g.lines < 10 || g.lines > 2000 {
+                    return Err(invalid(format!("{at}.generate.lines: must be within 10..=2000")));
+                }
+                messages.push(Message { role: "user".into(), content: needle::haystack(g.needle, g.lines) });
+            }
+            if messages.is_empty() {
+                return Err(invalid(format!("{at}: needs messages (or generate)")));
+            }
+            if let Some(m) = messages.iter().find(|m| !["system", "user", "assistant"].contains(&m.role.as_str())) {
+                return Err(invalid(format!("{at}: unknown message role `{}`", m.role)));
+            }
+            let max_tokens = c.max_tokens.ok_or_else(|| invalid(format!("{at}.max_tokens: required")))?;
+            if max_tokens == 0 {
+                return Err(invalid(format!("{at}.max_tokens: must be at least 1")));
+            }
+            let tools = match c.tools {
+                Some(list) => Some(serde_json::to_value(&list).map_err(|e| invalid(format!("{at}.tools: {e}")))?),
+                None => None,
+            };
+            cases.push(Case {
+                id: c.id,
+                messages,
+                max_tokens,
+                stream: c.stream,
+                thinking: c.thinking,
+                tools,
+                repeat_of: None,
+                check: c.check,
+            });
+        }
+        let digest = hex(&Sha256::digest(text.as_bytes()));
+        Ok(Suite { id: file.id, version: file.version, digest, cases })
+    }
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_suite_has_sixteen_cases_of_every_kind() {
+        let s = Suite::embedded_default();
+        assert_eq!(s.cases.len(), 16);
+        assert!(s.cases.iter().any(|c| c.stream));
+        assert!(s.cases.iter().any(|c| c.thinking));
+        assert!(s.cases.iter().any(|c| c.tools.is_some()));
+        assert!(s.cases.iter().any(|c| c.check.tool_call.is_some()));
+        assert!(s.cases.iter().any(|c| c.check.json.is_some()));
+        assert!(s.cases.iter().any(|c| c.check.sequence.is_some()));
+        assert!(s.cases.iter().any(|c| c.check.no_loop));
+        assert!(s.cases.iter().any(|c| c.messages.len() >= 3), "multi-turn case");
+        let last = s.cases.last().unwrap();
+        assert_eq!(last.repeat_of.as_deref(), Some(s.cases[0].id.as_str()));
+        let needle = s.cases.iter().find(|c| c.messages.iter().any(|m| m.content.len() > 6000));
+        assert!(needle.is_some(), "a generated needle case");
+    }
+
+    #[test]
+    fn stream_with_tools_is_rejected_at_load() {
+        let text = r#"
+            id = "t"
+            version = 1
+            [[cases]]
+            id = "x"
+            max_tokens = 8
+            stream = true
+            messages = [{ role = "user", content = "hi" }]
+            tools = [{ type = "function", function = { name = "f" } }]
+        "#;
+        let err = Suite::parse(text, "t.toml").unwrap_err().to_string();
+        assert!(err.contains("streamed tool calls are not reassembled"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_repeats_are_rejected() {
+        let base = "id = \"t\"\nversion = 1\n[[cases]]\nid = \"a\"\nmax_tokens = 8\nmessages = [{ role = \"user\", content = \"hi\" }]\n";
+        let err = Suite::parse(&format!("{base}colour = 1\n"), "t").unwrap_err().to_string();
+        assert!(err.contains("colour"), "{err}");
+        let err =
+            Suite::parse(&format!("{base}[[cases]]\nid = \"b\"\nrepeat_of = \"zz\"\n"), "t").unwrap_err().to_string();
+        assert!(err.contains("`zz` is not an earlier case"), "{err}");
+        let err =
+            Suite::parse(&format!("{base}[[cases]]\nid = \"a\"\nrepeat_of = \"a\"\n"), "t").unwrap_err().to_string();
+        assert!(err.contains("duplicate id"), "{err}");
+    }
+
+    #[test]
+    fn request_is_greedy_and_carries_thinking_and_usage_options() {
+        let s = Suite::embedded_default();
+        let streamed = s.cases.iter().find(|c| c.stream).unwrap();
+        let body = streamed.request_body("m");
+        assert_eq!(body["temperature"], 0);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"]["include_usage"], true);
+        let thinking = s.cases.iter().find(|c| c.thinking).unwrap();
+        assert_eq!(thinking.request_body("m")["chat_template_kwargs"]["enable_thinking"], true);
+    }
+
+    #[test]
+    fn digest_follows_the_text() {
+        let a = Suite::embedded_default();
+        let b = Suite::parse(&DEFAULT_SUITE.replace("version = 1", "version = 2"), "x").unwrap();
+        assert_ne!(a.digest, b.digest);
+        assert_eq!(a.digest, Suite::embedded_default().digest);
+    }
+}

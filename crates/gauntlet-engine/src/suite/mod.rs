@@ -1,0 +1,9 @@
+//! Cases and checks. The default suite is data (`default.toml`), embedded in the binary; users point at their own.
+
+mod cases;
+mod checks;
+mod needle;
+
+pub(crate) use cases::hex;
+pub use cases::{Case, Check, Field, Message, Suite, SuiteError, ToolCallCheck};
+pub use checks::{evaluate, observed_text};

@@ -1,0 +1,214 @@
+//! Manifest validation: every problem is reported with its key path, before anything starts. The full error
+//! texts are snapshots, so a change in wording is a reviewed change.
+
+use std::path::Path;
+
+use gauntlet_engine::manifest::{Manifest, Target};
+
+const ROOT: &str = "/nonexistent/gauntlet-root";
+
+fn errors(text: &str) -> String {
+    match Manifest::parse(text, "test.toml", Path::new(ROOT)) {
+        Ok(_) => panic!("expected the manifest to be refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const HEADER: &str = r#"
+version = 1
+[models.m]
+path = "models/m.gguf"
+[servers.s]
+binary = "bin/server"
+"#;
+
+#[test]
+fn wrong_types_are_refused_not_coerced() {
+    let text = format!(
+        r#"{HEADER}
+[profiles.p]
+model = "m"
+server = "s"
+port = true
+load_timeout = 30
+request_timeout = "soon"
+server_arguments = ["-c", 4096]
+verdict = {{ min_pass_rate = "0.5", fail_regressions = 1.5, decode_ratio_warn = 2 }}
+[profiles.q]
+model = "m"
+server = "s"
+port = "8080"
+[profiles.r]
+model = "m"
+server = "s"
+port = 70000
+"#
+    );
+    insta::assert_snapshot!(errors(&text));
+}
+
+#[test]
+fn reserved_flags_and_joined_values_are_refused() {
+    let text = format!(
+        r#"{HEADER}
+[profiles.p]
+model = "m"
+server = "s"
+port = 8080
+server_arguments = ["--port", "9000", "-c", "4096", "--threads=4", "--host", "0.0.0.0", "-m", "other.gguf"]
+"#
+    );
+    insta::assert_snapshot!(errors(&text));
+}
+
+#[test]
+fn paths_stay_inside_the_root_and_hashes_are_hex() {
+    let text = r#"
+version = 1
+[models.up]
+path = "../outside.gguf"
+sha256 = "B179C9523D0E6A0F98A330C7562B682750A6F8C8C15E5BC70EA373728110DB53"
+[models.abs]
+path = "/etc/passwd"
+sha256 = "abc"
+[models.sneaky]
+path = "models/../../x.gguf"
+[servers.s]
+binary = "bin/../../../usr/bin/python3"
+[profiles.p]
+model = "up"
+server = "s"
+port = 8080
+"#;
+    insta::assert_snapshot!(errors(text));
+}
+
+#[test]
+fn options_that_mean_nothing_alone_are_refused() {
+    let text = format!(
+        r#"{HEADER}
+[profiles.attached]
+base_url = "http://10.0.0.5:8000/serving"
+port = 8000
+server_arguments = ["-c", "1"]
+[profiles.spawned]
+model = "m"
+server = "s"
+port = 8080
+api_key_env = "KEY"
+[profiles.ftp]
+base_url = "ftp://example"
+[profiles.missing]
+model = "nope"
+server = "also-nope"
+expected_failures = ["multiply", "no-such-case"]
+"#
+    );
+    insta::assert_snapshot!(errors(&text));
+}
+
+#[test]
+fn version_is_required_and_newer_versions_are_refused() {
+    insta::assert_snapshot!(errors("[profiles.p]\nbase_url = \"http://127.0.0.1:1\"\n"), @r"
+    invalid manifest `test.toml`:
+      - version: required (this gauntlet reads version 1)
+    ");
+    insta::assert_snapshot!(errors("version = 2\n[profiles.p]\nbase_url = \"http://127.0.0.1:1\"\n"), @r"
+    invalid manifest `test.toml`:
+      - version: manifest version 2 is newer than this gauntlet reads (1)
+    ");
+    insta::assert_snapshot!(errors("version = 1\n"), @r"
+    invalid manifest `test.toml`:
+      - profiles: required: at least one profile
+    ");
+    let e = errors("version = 1\n[profiles\n");
+    assert!(e.contains("TOML parse error"), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_warned_with_their_path() {
+    let m = Manifest::parse(
+        "version = 1\ncolour = 1\n[profiles.p]\nbase_url = \"http://127.0.0.1:1\"\nlaod_timeout = \"1s\"\n[profiles.p.verdict]\nmin_pass = 1\n",
+        "test.toml",
+        Path::new(ROOT),
+    )
+    .unwrap();
+    assert_eq!(
+        m.warnings,
+        vec![
+            "colour: unknown key, ignored",
+            "profiles.p.laod_timeout: unknown key, ignored",
+            "profiles.p.verdict.min_pass: unknown key, ignored",
+        ]
+    );
+}
+
+#[test]
+fn missing_files_are_reported_for_the_selected_profile_only() {
+    let text = format!(
+        "{HEADER}\n[profiles.local]\nmodel = \"m\"\nserver = \"s\"\nport = 8080\n[profiles.remote]\nbase_url = \"http://127.0.0.1:8000/\"\n"
+    );
+    let m = Manifest::parse(&text, "test.toml", Path::new(ROOT)).unwrap();
+    let remote = m.select(Some("remote")).unwrap();
+    match &remote.target {
+        Target::Attach(a) => assert_eq!(a.base_url, "http://127.0.0.1:8000"),
+        Target::Spawn(_) => panic!("remote attaches"),
+    }
+    insta::assert_snapshot!(m.select(Some("local")).unwrap_err().to_string(), @r"
+    invalid manifest `test.toml`:
+      - models.m.path: model file `/nonexistent/gauntlet-root/models/m.gguf` does not exist
+      - servers.s.binary: server binary `/nonexistent/gauntlet-root/bin/server` does not exist
+    ");
+    let e = m.select(None).unwrap_err().to_string();
+    assert!(e.contains("several profiles (local, remote); choose one with --profile"), "{e}");
+    let e = m.select(Some("nope")).unwrap_err().to_string();
+    assert!(e.contains("no profile `nope`"), "{e}");
+}
+
+#[test]
+fn spawn_command_is_binary_model_host_port_then_arguments_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("bin")).unwrap();
+    std::fs::create_dir_all(dir.path().join("models")).unwrap();
+    std::fs::write(dir.path().join("models/m.gguf"), b"x").unwrap();
+    let bin = dir.path().join("bin/server");
+    std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let text = format!(
+        "{HEADER}\n[profiles.p]\nmodel = \"m\"\nserver = \"s\"\nport = 8080\nserver_arguments = [\"-c\", \"4096\", \"-t\", \"2\"]\n"
+    );
+    let m = Manifest::parse(&text, "test.toml", dir.path()).unwrap();
+    let p = m.select(None).unwrap();
+    let Target::Spawn(s) = &p.target else { panic!("spawns") };
+    let root = dir.path().display().to_string();
+    assert_eq!(
+        s.command(),
+        vec![
+            format!("{root}/bin/server"),
+            "-m".into(),
+            format!("{root}/models/m.gguf"),
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            "8080".into(),
+            "-c".into(),
+            "4096".into(),
+            "-t".into(),
+            "2".into(),
+        ]
+    );
+    assert_eq!(s.base_url(), "http://127.0.0.1:8080");
+    assert_eq!(p.suite.cases.len(), 16, "the default suite when none is named");
+    assert_eq!(p.load_timeout.as_secs(), 480, "DESIGN §4 default caps");
+    assert_eq!(p.request_timeout.as_secs(), 120);
+    assert_eq!(p.suite_budget.as_secs(), 300);
+}
+
+#[test]
+fn embedded_default_is_valid_and_names_both_servers() {
+    let m = Manifest::embedded_default(Path::new(ROOT)).unwrap();
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "native"]);
+    assert_eq!(m.default_profile.as_deref(), Some("default"));
+}

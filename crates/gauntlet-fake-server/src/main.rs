@@ -1,0 +1,245 @@
+//! A scripted OpenAI-compatible server on 127.0.0.1 for fault-injection tests: it crashes, hangs, sends malformed
+//! streams, ignores SIGTERM, leaks a child… on request. It is never a substitute for a real inference server; the
+//! real-server tests use llama.cpp.
+//!
+//! Accepts llama-server's `-m MODEL --host H --port P` so a gauntlet profile can start it like any server, plus:
+//!   --answers FILE          JSON object: substring of the last user message → answer text (default answer "ok")
+//!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
+//!                           http500 | wrong-content-type | oversized
+//!   --fault-on TEXT         apply the request fault only when the last user message contains TEXT
+//!   --crash-after N         with --fault crash-after: exit after N answered chat requests (warm-up included)
+//!   --load-delay-ms N       wait before listening (a slow load)
+//!   --token-delay-ms N      wait per generated word (a slow decode)
+//!   --ignore-sigterm        keep running on SIGTERM
+//!   --leak-child            start a child in our process group that outlives us
+//!   --tag TEXT              ignored; lets a test find every process of its run in /proc
+//!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Config {
+    host: String,
+    port: u16,
+    answers: BTreeMap<String, String>,
+    fault: Option<String>,
+    fault_on: Option<String>,
+    crash_after: u32,
+    load_delay_ms: u64,
+    token_delay_ms: u64,
+    ignore_sigterm: bool,
+    leak_child: bool,
+    lifetime_s: u64,
+    sleeper: bool,
+}
+
+fn parse_args() -> Config {
+    let mut c = Config { host: "127.0.0.1".into(), lifetime_s: 300, ..Config::default() };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().unwrap_or_else(|| die(&format!("{a} needs a value")));
+        match a.as_str() {
+            "-m" | "--model" | "--tag" => {
+                val();
+            }
+            "--host" => c.host = val(),
+            "--port" => c.port = val().parse().unwrap_or_else(|_| die("bad --port")),
+            "--answers" => {
+                let text = std::fs::read_to_string(val()).unwrap_or_else(|e| die(&format!("--answers: {e}")));
+                c.answers = serde_json::from_str(&text).unwrap_or_else(|e| die(&format!("--answers: {e}")));
+            }
+            "--fault" => c.fault = Some(val()),
+            "--fault-on" => c.fault_on = Some(val()),
+            "--crash-after" => c.crash_after = val().parse().unwrap_or_else(|_| die("bad --crash-after")),
+            "--load-delay-ms" => c.load_delay_ms = val().parse().unwrap_or_else(|_| die("bad --load-delay-ms")),
+            "--token-delay-ms" => c.token_delay_ms = val().parse().unwrap_or_else(|_| die("bad --token-delay-ms")),
+            "--lifetime-s" => c.lifetime_s = val().parse().unwrap_or_else(|_| die("bad --lifetime-s")),
+            "--ignore-sigterm" => c.ignore_sigterm = true,
+            "--leak-child" => c.leak_child = true,
+            "--sleeper" => c.sleeper = true,
+            // Server arguments a profile may pass through (-c 4096 …) are accepted and ignored.
+            other if other.starts_with('-') => {}
+            _ => {}
+        }
+    }
+    c
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("fake-server: {msg}");
+    std::process::exit(2);
+}
+
+fn main() {
+    let c = Arc::new(parse_args());
+    let lifetime = c.lifetime_s;
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(lifetime));
+        eprintln!("fake-server: lifetime over, exiting");
+        std::process::exit(0);
+    });
+    if c.sleeper || c.ignore_sigterm {
+        // SAFETY: setting a signal disposition to SIG_IGN has no memory-safety preconditions.
+        unsafe {
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+        }
+    }
+    if c.sleeper {
+        // The leaked child ignores SIGTERM like a careless worker process, and waits to be killed.
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    if c.leak_child {
+        let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+        let tag: Vec<String> = std::env::args().skip_while(|a| a != "--tag").take(2).collect();
+        // Leaked on purpose: this child is the fault under test, and gauntlet must find and reap it.
+        #[expect(clippy::zombie_processes, reason = "the leaked child is the injected fault")]
+        let _child = std::process::Command::new(me)
+            .arg("--sleeper")
+            .args(&tag)
+            .arg("--lifetime-s")
+            .arg(lifetime.to_string())
+            .spawn()
+            .unwrap_or_else(|e| die(&format!("spawn child: {e}")));
+    }
+    eprintln!("fake-server: loading");
+    if c.fault.as_deref() == Some("crash-load") {
+        std::thread::sleep(Duration::from_millis(200));
+        eprintln!("fake-server: simulated crash during load");
+        std::process::exit(3);
+    }
+    std::thread::sleep(Duration::from_millis(c.load_delay_ms));
+    let listener = TcpListener::bind((c.host.as_str(), c.port)).unwrap_or_else(|e| die(&format!("bind: {e}")));
+    eprintln!("fake-server: listening on {}:{}", c.host, c.port);
+    let answered = Arc::new(AtomicU32::new(0));
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let c = Arc::clone(&c);
+        let answered = Arc::clone(&answered);
+        std::thread::spawn(move || {
+            let _ = handle(stream, &c, &answered);
+        });
+    }
+}
+
+fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length.min(16 << 20)];
+    reader.read_exact(&mut body)?;
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    if path.ends_with("/health") {
+        return respond(&mut stream, 200, "application/json", b"{\"status\":\"ok\"}");
+    }
+    if !path.ends_with("/v1/chat/completions") {
+        return respond(&mut stream, 404, "application/json", b"{\"error\":\"not found\"}");
+    }
+    let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let last_user = req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    let warmup = last_user == "Say hello.";
+    let stream_mode = req["stream"].as_bool().unwrap_or(false);
+    let answer = c
+        .answers
+        .iter()
+        .find(|(k, _)| last_user.contains(k.as_str()))
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "ok".into());
+    let targeted = !warmup && c.fault_on.as_ref().is_none_or(|t| last_user.contains(t.as_str()));
+    let fault = if targeted { c.fault.as_deref() } else { None };
+    let n = answered.fetch_add(1, Ordering::SeqCst) + 1;
+    if c.fault.as_deref() == Some("crash-after") && n > c.crash_after {
+        eprintln!("fake-server: simulated crash at request {n}");
+        std::process::exit(4);
+    }
+    match fault {
+        Some("hang-first-byte") => {
+            std::thread::sleep(Duration::from_secs(c.lifetime_s));
+            return Ok(());
+        }
+        Some("http500") => {
+            return respond(&mut stream, 500, "application/json", b"{\"error\":\"simulated\"}");
+        }
+        Some("wrong-content-type") if !stream_mode => {
+            return respond(&mut stream, 200, "text/html", b"<html>hi</html>");
+        }
+        Some("oversized") => {
+            let mut huge = String::from("{\"choices\":[{\"message\":{\"content\":\"");
+            huge.push_str(&"x".repeat(12 << 20));
+            huge.push_str("\"}}]}");
+            return respond(&mut stream, 200, "application/json", huge.as_bytes());
+        }
+        _ => {}
+    }
+    let words: Vec<&str> = answer.split_inclusive(' ').collect();
+    let tokens = words.len().max(1);
+    if !stream_mode {
+        std::thread::sleep(Duration::from_millis(c.token_delay_ms * tokens as u64));
+        let body = json!({
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": tokens},
+        });
+        return respond(&mut stream, 200, "application/json", body.to_string().as_bytes());
+    }
+    let ct = if fault == Some("wrong-content-type") { "text/plain" } else { "text/event-stream" };
+    write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nConnection: close\r\n\r\n")?;
+    let event = |delta: Value, finish: Value| {
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+    };
+    stream.write_all(event(json!({"role": "assistant"}), Value::Null).as_bytes())?;
+    for (i, w) in words.iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(c.token_delay_ms));
+        if i == 1 && fault == Some("hang-mid-stream") {
+            stream.flush()?;
+            std::thread::sleep(Duration::from_secs(c.lifetime_s));
+        }
+        if i == 1 && fault == Some("malformed") {
+            stream.write_all(b"data: {\"choices\": [{\"delta\": {\"content\": \"oops\"\n\n")?;
+        }
+        stream.write_all(event(json!({"content": w}), Value::Null).as_bytes())?;
+        stream.flush()?;
+    }
+    stream.write_all(event(json!({}), json!("stop")).as_bytes())?;
+    let usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}});
+    stream.write_all(format!("data: {usage}\n\n").as_bytes())?;
+    if fault != Some("no-done") {
+        stream.write_all(b"data: [DONE]\n\n")?;
+    }
+    stream.flush()
+}
+
+fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) -> std::io::Result<()> {
+    let reason = if status == 200 { "OK" } else { "Error" };
+    write!(
+        stream,
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(body)?;
+    stream.flush()
+}

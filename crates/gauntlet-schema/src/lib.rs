@@ -1,0 +1,286 @@
+//! The serde types of every file gauntlet writes, and nothing else.
+//!
+//! A file carries its `schema_version`. Readers accept every version listed in [`RUN_RECORD_READABLE`] and refuse
+//! a newer one with a clear message instead of guessing. Fields added later are `#[serde(default)]` so that older
+//! records still read.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of `run.json` this gauntlet writes.
+pub const RUN_RECORD_VERSION: u32 = 1;
+/// Versions of `run.json` this gauntlet can read.
+pub const RUN_RECORD_READABLE: &[u32] = &[1];
+
+/// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Warn,
+    Inconclusive,
+    Skip,
+    Fail,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Skip => "skip",
+            Verdict::Fail => "fail",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warn,
+    Fail,
+}
+
+/// One typed observation. `kind` is a stable machine name (`crash`, `regression`, `text-drift`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: String,
+    pub severity: Severity,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+}
+
+/// Everything one `gauntlet run` observed. Every report is a pure function of this record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub gauntlet_version: String,
+    pub profile: String,
+    /// RFC 3339, UTC, real clock.
+    pub started_at: String,
+    pub finished_at: String,
+    pub wall_seconds: f64,
+    pub identity: Value,
+    pub identity_digest: String,
+    pub environment: Environment,
+    pub server: ServerRecord,
+    pub suite: SuiteRecord,
+    pub cases: Vec<CaseRecord>,
+    pub decode: DecodeSummary,
+    pub findings: Vec<Finding>,
+    pub verdict: Verdict,
+    pub thresholds: Thresholds,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineRef>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Environment {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpu_model: String,
+    pub cpu_count: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerRecord {
+    /// `spawned` (gauntlet started and stopped it) or `attached` (it was already running).
+    pub mode: String,
+    pub base_url: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Spawn → first real generation answered. None when attached or never loaded.
+    pub load_seconds: Option<f64>,
+    pub loaded: bool,
+    /// How the server ended: `terminated`, `killed`, `stuck`, `crashed`, `not-started`, `attached`.
+    pub stop: String,
+    #[serde(default)]
+    pub events: Vec<ServerEvent>,
+    /// The last lines of the server's log, kept when the run failed.
+    #[serde(default)]
+    pub log_tail: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerEvent {
+    /// Seconds since the run started (monotonic clock).
+    pub at: f64,
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteRecord {
+    pub id: String,
+    pub version: u32,
+    pub digest: String,
+    pub budget_seconds: f64,
+    pub request_timeout_seconds: f64,
+    pub over_budget: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CaseStatus {
+    /// The server answered and every check passed.
+    Pass,
+    /// The server answered; a check failed (or a repeat differs).
+    Fail,
+    /// The request failed: transport error, timeout, malformed answer.
+    Error,
+    /// Not sent: server down, budget spent, repeat source missing.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseRecord {
+    pub id: String,
+    pub status: CaseStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_of: Option<String>,
+    pub stream: bool,
+    /// The request body exactly as sent.
+    pub request: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Seconds from sending the request to the end of the answer (client wall clock).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// reasoning (prefixed) + content + one line per tool call: what is compared with the baseline.
+    #[serde(default)]
+    pub observed: Option<String>,
+    #[serde(default)]
+    pub checks: Vec<CheckResult>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub content: String,
+    #[serde(default)]
+    pub reasoning: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Server-reported timings (llama.cpp `timings`, or `usage.timings`), verbatim.
+    #[serde(default)]
+    pub server_timings: Option<Value>,
+    /// Streamed answers: one entry per SSE event, timestamped on the client's monotonic clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<StreamEvent>,
+    /// Seconds from sending the request to the first byte of the response body.
+    #[serde(default)]
+    pub first_byte_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    /// The arguments as the server sent them: a JSON string or an object.
+    pub arguments: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamEvent {
+    /// Seconds since the request was sent.
+    pub t: f64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub check: String,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecodeSummary {
+    /// Median over cases with ≥ 32 completion tokens of completion_tokens / request seconds.
+    pub median_tokens_per_second: Option<f64>,
+    /// `usage` or `estimate`; never mixed inside one run.
+    pub token_source: Option<String>,
+    pub cases_counted: usize,
+}
+
+/// The verdict rules in force for a run; recorded so a reader knows what the verdict meant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    pub min_pass_rate: f64,
+    /// Regressions at or above this count fail the run; below it (but > 0) warn.
+    pub fail_regressions: u32,
+    pub decode_ratio_warn: f64,
+    pub load_ratio_warn: f64,
+    pub load_timeout_seconds: f64,
+    pub request_timeout_seconds: f64,
+    pub suite_budget_seconds: f64,
+    /// Cases the profile declares it is known to fail (a tiny demo model, say): failing as on the baseline is
+    /// then a note, not a warning. A regression (passed on the baseline, fails now) still counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRef {
+    pub path: String,
+    pub profile: String,
+    pub started_at: String,
+    pub identity_digest: String,
+}
+
+/// Reads a run record, refusing versions this build does not know.
+pub fn parse_run_record(text: &str) -> Result<RunRecord, String> {
+    let raw: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let version =
+        raw.get("schema_version").and_then(Value::as_u64).ok_or("no schema_version: not a gauntlet run record")?;
+    if !RUN_RECORD_READABLE.contains(&(version as u32)) {
+        return Err(format!(
+            "run record schema_version {version} is not readable by gauntlet {} (reads {:?}); upgrade gauntlet",
+            env!("CARGO_PKG_VERSION"),
+            RUN_RECORD_READABLE
+        ));
+    }
+    serde_json::from_value(raw).map_err(|e| format!("malformed run record: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_fold_to_the_worst() {
+        let worst = [Verdict::Pass, Verdict::Warn, Verdict::Fail, Verdict::Warn].into_iter().max();
+        assert_eq!(worst, Some(Verdict::Fail));
+        assert!(Verdict::Warn > Verdict::Pass);
+    }
+
+    #[test]
+    fn newer_schema_is_refused_with_a_reason() {
+        let err = parse_run_record(r#"{"schema_version": 99}"#).unwrap_err();
+        assert!(err.contains("schema_version 99"), "{err}");
+        let err = parse_run_record(r#"{"verdict": "pass"}"#).unwrap_err();
+        assert!(err.contains("no schema_version"), "{err}");
+    }
+}

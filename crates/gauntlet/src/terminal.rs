@@ -1,0 +1,119 @@
+//! The live view on stderr (a progress bar on a TTY, plain lines otherwise) and the summary on stdout.
+
+use std::io::Write;
+use std::path::Path;
+
+use gauntlet_engine::run::{Reporter, RunEvent};
+use gauntlet_schema::{CaseStatus, RunRecord, Severity};
+
+pub struct View {
+    tty: bool,
+    bar_shown: bool,
+}
+
+impl View {
+    pub fn new(tty: bool) -> View {
+        View { tty, bar_shown: false }
+    }
+
+    fn line(&mut self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        if self.bar_shown {
+            let _ = write!(err, "\r\x1b[2K");
+            self.bar_shown = false;
+        }
+        let _ = writeln!(err, "{text}");
+    }
+
+    fn bar(&mut self, done: usize, total: usize, label: &str) {
+        let width = 24;
+        let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K[{}{}] {done}/{total} {label}", "#".repeat(filled), "-".repeat(width - filled));
+        let _ = err.flush();
+        self.bar_shown = true;
+    }
+}
+
+impl Reporter for View {
+    fn event(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Started { profile, cases, base_url } => {
+                self.line(&format!("gauntlet: profile `{profile}`, {cases} cases, server {base_url}"));
+            }
+            RunEvent::Loading => {
+                if self.tty {
+                    self.bar(0, 1, "loading the model…");
+                } else {
+                    self.line("gauntlet: waiting for the server to load");
+                }
+            }
+            RunEvent::Loaded { seconds } => match seconds {
+                Some(s) => self.line(&format!("gauntlet: server ready in {s:.2} s")),
+                None => self.line("gauntlet: attached server is ready"),
+            },
+            RunEvent::LoadFailed { reason } => self.line(&format!("gauntlet: server did not load: {reason}")),
+            RunEvent::CaseFinished { index, total, case } => {
+                let status = match case.status {
+                    CaseStatus::Pass => "pass",
+                    CaseStatus::Fail => "FAIL",
+                    CaseStatus::Error => "ERROR",
+                    CaseStatus::Skipped => "skipped",
+                };
+                let secs = case.seconds.map(|s| format!(" ({s:.2} s)")).unwrap_or_default();
+                let why = case
+                    .skip_reason
+                    .clone()
+                    .or_else(|| case.error.clone())
+                    .or_else(|| {
+                        let failed: Vec<String> = case
+                            .checks
+                            .iter()
+                            .filter(|c| !c.passed)
+                            .map(|c| format!("{}: {}", c.check, c.detail))
+                            .collect();
+                        (!failed.is_empty()).then(|| failed.join("; "))
+                    })
+                    .map(|w| format!(" — {w}"))
+                    .unwrap_or_default();
+                let text = format!("{:>2}/{total} {:<16} {status}{secs}{why}", index + 1, case.id);
+                if self.tty {
+                    self.line(&text);
+                    self.bar(index + 1, *total, "");
+                } else {
+                    self.line(&format!("gauntlet: {text}"));
+                }
+            }
+            RunEvent::Stopping => {
+                if self.tty {
+                    self.line("gauntlet: stopping the server");
+                }
+            }
+            RunEvent::Finished { .. } => {}
+        }
+    }
+}
+
+pub fn summary(out: &mut dyn Write, run: &RunRecord, dir: &Path) -> std::io::Result<()> {
+    let count = |st: CaseStatus| run.cases.iter().filter(|c| c.status == st).count();
+    writeln!(
+        out,
+        "gauntlet {}: {} — {} pass, {} fail, {} error, {} skipped",
+        run.profile,
+        run.verdict.as_str().to_uppercase(),
+        count(CaseStatus::Pass),
+        count(CaseStatus::Fail),
+        count(CaseStatus::Error),
+        count(CaseStatus::Skipped)
+    )?;
+    let mut findings: Vec<_> = run.findings.iter().filter(|f| f.severity != Severity::Info).collect();
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    for f in findings {
+        let sev = if f.severity == Severity::Fail { "fail" } else { "warn" };
+        match &f.case {
+            Some(c) => writeln!(out, "  {sev} {} [{c}]: {}", f.kind, f.message)?,
+            None => writeln!(out, "  {sev} {}: {}", f.kind, f.message)?,
+        }
+    }
+    writeln!(out, "report: {}", dir.join("report.md").display())
+}

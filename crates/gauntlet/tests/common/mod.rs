@@ -1,0 +1,150 @@
+//! Shared pieces of the whole-binary tests: a scratch manifest around the scripted fake server, running the
+//! gauntlet binary with a deadline, and the check that no process of a run survives it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A binary of this workspace, next to the test executable's `deps/` folder.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    if name == "gauntlet" {
+        return PathBuf::from(env!("CARGO_BIN_EXE_gauntlet"));
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(path.is_file(), "{} is not built: run the tests with `cargo nextest run --workspace`", path.display());
+    path
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; tests then own it for their run).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port()
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub record: Option<Value>,
+    pub out: PathBuf,
+}
+
+impl Run {
+    pub fn verdict(&self) -> &str {
+        self.record.as_ref().and_then(|r| r["verdict"].as_str()).unwrap_or("(no run.json)")
+    }
+
+    pub fn findings(&self, kind: &str) -> Vec<Value> {
+        self.record
+            .as_ref()
+            .and_then(|r| r["findings"].as_array())
+            .map(|f| f.iter().filter(|x| x["kind"] == kind).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn has_finding(&self, kind: &str) -> bool {
+        !self.findings(kind).is_empty()
+    }
+
+    pub fn case(&self, id: &str) -> Value {
+        self.record
+            .as_ref()
+            .and_then(|r| r["cases"].as_array())
+            .and_then(|c| c.iter().find(|c| c["id"] == id).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    pub fn explain(&self) -> String {
+        format!("exit {}\nstdout:\n{}\nstderr:\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Runs the gauntlet binary with `args`, killing it if it outlives `limit` (a hung gauntlet fails the test
+/// instead of hanging the suite).
+pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
+    let mut cmd = Command::new(workspace_bin("gauntlet"));
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.env_remove("GITHUB_ACTIONS").env_remove("GITHUB_STEP_SUMMARY");
+    let mut child = cmd.spawn().expect("spawn gauntlet");
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "gauntlet did not finish within {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn finish(output: Output, out: &Path) -> Run {
+    let record = std::fs::read_to_string(out.join("run.json")).ok().and_then(|t| serde_json::from_str(&t).ok());
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        record,
+        out: out.to_owned(),
+    }
+}
+
+/// Pids of live processes whose command line contains `tag`.
+pub fn processes_tagged(tag: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat.rfind(')').is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(tag) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Asserts that nothing tagged survives; waits briefly (bounded) for processes that are already dying.
+pub fn assert_no_survivors(tag: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_tagged(tag);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for pid in &left {
+                // SAFETY: kill has no memory-safety preconditions; clean up before failing.
+                unsafe { libc_kill(*pid) };
+            }
+            panic!("processes of the run survived it: {left:?} (tag {tag})");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+unsafe fn libc_kill(pid: i32) {
+    unsafe extern "C" {
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    unsafe {
+        kill(pid, 9);
+    }
+}

@@ -1,0 +1,465 @@
+//! Fault injection: the gauntlet binary against the scripted fake server. Each test asserts the verdict, the
+//! finding, the exit code, and that no process of the run survives it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Run, assert_no_survivors, finish, free_port, gauntlet, workspace_bin};
+
+const SUITE: &str = r#"
+id = "faults"
+version = 1
+
+[[cases]]
+id = "alpha"
+max_tokens = 64
+messages = [{ role = "user", content = "Say alpha." }]
+check = { contains = ["alpha"] }
+
+[[cases]]
+id = "beta"
+max_tokens = 64
+messages = [{ role = "user", content = "Say beta." }]
+check = { contains = ["beta"] }
+
+[[cases]]
+id = "gamma"
+max_tokens = 64
+stream = true
+messages = [{ role = "user", content = "Say gamma." }]
+check = { contains = ["gamma"] }
+
+[[cases]]
+id = "delta"
+max_tokens = 64
+messages = [{ role = "user", content = "Say delta." }]
+check = { contains = ["delta"] }
+
+[[cases]]
+id = "alpha-again"
+repeat_of = "alpha"
+"#;
+
+/// Forty words, so every case counts towards the decode median (≥ 32 completion tokens).
+fn answer(word: &str) -> String {
+    format!("{word} {}", "and so on".split(' ').cycle().take(39).collect::<Vec<_>>().join(" "))
+}
+
+fn good_answers() -> Vec<(&'static str, String)> {
+    vec![
+        ("Say alpha.", answer("alpha")),
+        ("Say beta.", answer("beta")),
+        ("Say gamma.", answer("gamma")),
+        ("Say delta.", answer("delta")),
+    ]
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    tag: String,
+    port: u16,
+    args: Vec<String>,
+    answers: Vec<(&'static str, String)>,
+    profile_extra: String,
+    executable: bool,
+    model: bool,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        Fixture {
+            tag: format!("gauntlet-test-{name}-{}-{}", std::process::id(), dir.path().display().to_string().len()),
+            dir,
+            port: free_port(),
+            args: Vec::new(),
+            answers: good_answers(),
+            profile_extra: String::new(),
+            executable: true,
+            model: true,
+        }
+    }
+
+    fn fault(mut self, args: &[&str]) -> Fixture {
+        self.args.extend(args.iter().map(|s| s.to_string()));
+        self
+    }
+
+    fn answers(mut self, answers: Vec<(&'static str, String)>) -> Fixture {
+        self.answers = answers;
+        self
+    }
+
+    fn profile(mut self, extra: &str) -> Fixture {
+        self.profile_extra.push_str(extra);
+        self.profile_extra.push('\n');
+        self
+    }
+
+    /// Short limits so faults show quickly; a test's own `profile(...)` line replaces the default of its key.
+    fn profile_settings(&self) -> String {
+        let mut lines: Vec<String> = self.profile_extra.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+        for default in
+            ["load_timeout = \"10s\"", "request_timeout = \"3s\"", "suite_budget = \"60s\"", "stop_grace = \"2s\""]
+        {
+            let key = default.split(' ').next().unwrap_or_default();
+            if !lines.iter().any(|l| l.starts_with(key)) {
+                lines.push(default.to_owned());
+            }
+        }
+        lines.join("\n")
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self) -> PathBuf {
+        let root = self.path();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("models")).unwrap();
+        let bin = root.join("bin/fake-server");
+        let _ = std::fs::remove_file(&bin);
+        if self.executable {
+            std::os::unix::fs::symlink(workspace_bin("gauntlet-fake-server"), &bin).unwrap();
+        } else {
+            std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        }
+        if self.model {
+            std::fs::write(root.join("models/tiny.gguf"), b"GGUF fake weights").unwrap();
+        } else {
+            let _ = std::fs::remove_file(root.join("models/tiny.gguf"));
+        }
+        std::fs::write(root.join("suite.toml"), SUITE).unwrap();
+        let answers: serde_json::Map<String, serde_json::Value> =
+            self.answers.iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone()))).collect();
+        std::fs::write(root.join("answers.json"), serde_json::to_string(&answers).unwrap()).unwrap();
+        let mut args: Vec<String> = vec!["--answers".into(), root.join("answers.json").display().to_string()];
+        args.extend(["--tag".into(), self.tag.clone(), "--lifetime-s".into(), "120".into()]);
+        args.extend(self.args.iter().cloned());
+        let args_toml: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+        let manifest = format!(
+            r#"version = 1
+[models.tiny]
+path = "models/tiny.gguf"
+[servers.fake]
+binary = "bin/fake-server"
+[profiles.test]
+model = "tiny"
+server = "fake"
+port = {port}
+suite = "suite.toml"
+server_arguments = [{args}]
+{extra}"#,
+            port = self.port,
+            args = args_toml.join(", "),
+            extra = self.profile_settings(),
+        );
+        let path = root.join("gauntlet.toml");
+        std::fs::write(&path, manifest).unwrap();
+        path
+    }
+
+    /// Runs `gauntlet run` on this fixture into `out`, then checks that no process of the run survived.
+    fn run_into(&self, out: &str, extra: &[&str]) -> Run {
+        let manifest = self.write();
+        let out = self.path().join(out);
+        let mut args = vec!["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let output = gauntlet(&args, &[], Duration::from_secs(90));
+        let run = finish(output, &out);
+        assert_no_survivors(&self.tag);
+        run
+    }
+
+    fn run(&self, extra: &[&str]) -> Run {
+        self.run_into("out", extra)
+    }
+
+    /// A healthy run written as a baseline; returns its path.
+    fn baseline(&self) -> String {
+        let path = self.path().join("baseline.json");
+        let run = self.run_into("baseline-out", &["--write-baseline", path.to_str().unwrap()]);
+        assert_eq!(run.code, 0, "{}", run.explain());
+        assert!(path.is_file(), "{}", run.explain());
+        path.display().to_string()
+    }
+}
+
+#[test]
+fn healthy_run_against_its_baseline_passes() {
+    let f = Fixture::new("healthy");
+    let first = f.run(&[]);
+    assert_eq!(first.code, 0, "{}", first.explain());
+    assert_eq!(first.verdict(), "warn", "no baseline yet warns\n{}", first.explain());
+    assert!(first.has_finding("no-baseline"));
+    let baseline = f.baseline();
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "pass", "{}", run.explain());
+    assert_eq!(run.case("alpha-again")["status"], "pass", "repeat is identical");
+    let record = run.record.as_ref().unwrap();
+    assert_eq!(record["server"]["stop"], "terminated");
+    assert_eq!(record["decode"]["token_source"], "usage");
+    for file in ["run.json", "report.md", "junit.xml", "server.log"] {
+        assert!(run.out.join(file).is_file(), "{file} missing");
+    }
+    let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(report.starts_with("# gauntlet test: PASS"), "{report}");
+    assert!(report.contains("| alpha | pass |"), "{report}");
+    assert!(report.contains("same text"), "{report}");
+}
+
+#[test]
+fn crash_during_load_fails() {
+    let f = Fixture::new("crash-load").fault(&["--fault", "crash-load"]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    let crash = run.findings("crash");
+    assert_eq!(crash.len(), 1, "{}", run.explain());
+    assert!(crash[0]["message"].as_str().unwrap().contains("during load (exit code 3)"), "{crash:?}");
+    assert_eq!(run.case("alpha")["skip_reason"], "server did not load");
+    let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(report.contains("simulated crash during load"), "log tail in the report:\n{report}");
+}
+
+#[test]
+fn crash_mid_suite_skips_the_rest_and_is_reported_once() {
+    // Request 1 is the warm-up, 2 is `alpha`; the server dies on request 3 (`beta`).
+    let f = Fixture::new("crash-mid").fault(&["--fault", "crash-after", "--crash-after", "2"]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    assert_eq!(run.findings("crash").len(), 1, "{}", run.explain());
+    assert_eq!(run.case("alpha")["status"], "pass");
+    assert_eq!(run.case("beta")["status"], "error");
+    for id in ["gamma", "delta", "alpha-again"] {
+        assert_eq!(run.case(id)["skip_reason"], "server is not running", "{id}");
+    }
+    assert_eq!(run.record.as_ref().unwrap()["server"]["stop"], "crashed");
+}
+
+#[test]
+fn hang_before_first_byte_times_out_and_fails() {
+    let f = Fixture::new("hang-first").fault(&["--fault", "hang-first-byte", "--fault-on", "beta"]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    let err = run.case("beta")["error"].as_str().unwrap_or_default().to_owned();
+    assert!(err.contains("waiting for the first byte"), "{err}");
+    assert!(run.has_finding("request-error"));
+    assert_eq!(run.case("delta")["status"], "pass", "later cases still run");
+}
+
+#[test]
+fn hang_mid_stream_times_out_and_fails() {
+    let f = Fixture::new("hang-mid").fault(&["--fault", "hang-mid-stream", "--fault-on", "gamma"]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    let err = run.case("gamma")["error"].as_str().unwrap_or_default().to_owned();
+    assert!(err.contains("while reading the answer"), "{err}");
+}
+
+fn single_fault(name: &str, fault: &str, case: &str, expect: &str) {
+    let f = Fixture::new(name).fault(&["--fault", fault, "--fault-on", case]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    assert_eq!(run.case(case)["status"], "error", "{}", run.explain());
+    let err = run.case(case)["error"].as_str().unwrap_or_default().to_owned();
+    assert!(err.contains(expect), "{err}");
+    let finding = run.findings("request-error");
+    assert_eq!(finding.len(), 1, "{finding:?}");
+    assert_eq!(finding[0]["case"], case);
+}
+
+#[test]
+fn stream_without_done_is_an_error() {
+    single_fault("no-done", "no-done", "gamma", "stream ended without `data: [DONE]`");
+}
+
+#[test]
+fn malformed_json_chunk_is_an_error() {
+    single_fault("malformed", "malformed", "gamma", "is not JSON");
+}
+
+#[test]
+fn http_500_is_an_error() {
+    single_fault("http500", "http500", "beta", "HTTP 500");
+}
+
+#[test]
+fn wrong_content_type_is_an_error() {
+    single_fault("wrong-ct", "wrong-content-type", "beta", "wrong content type `text/html`");
+    single_fault("wrong-ct-stream", "wrong-content-type", "gamma", "wrong content type `text/plain`");
+}
+
+#[test]
+fn oversized_response_is_an_error() {
+    single_fault("oversized", "oversized", "delta", "response larger than");
+}
+
+#[test]
+fn one_regression_warns_two_fail() {
+    let f = Fixture::new("regress");
+    let baseline = f.baseline();
+    let mut answers = good_answers();
+    answers[1].1 = answer("nothing");
+    let one = f.answers(answers.clone());
+    let run = one.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    let regressions = run.findings("regression");
+    assert_eq!(regressions.len(), 1);
+    assert_eq!(regressions[0]["case"], "beta");
+    assert_eq!(regressions[0]["severity"], "warn");
+
+    answers[3].1 = answer("nothing");
+    let two = one.answers(answers);
+    let run = two.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    let regressions = run.findings("regression");
+    assert_eq!(regressions.len(), 2);
+    assert!(regressions.iter().all(|r| r["severity"] == "fail"));
+}
+
+#[test]
+fn under_half_passing_fails() {
+    let wrong = good_answers().into_iter().map(|(k, _)| (k, answer("nothing"))).collect();
+    let f = Fixture::new("pass-rate").answers(wrong);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    let rate = run.findings("pass-rate");
+    assert_eq!(rate.len(), 1, "{}", run.explain());
+    assert!(rate[0]["message"].as_str().unwrap().starts_with("0 of 4 cases pass"), "{rate:?}");
+}
+
+#[test]
+fn text_drift_warns_with_the_first_differing_character() {
+    let f = Fixture::new("drift");
+    let baseline = f.baseline();
+    let mut answers = good_answers();
+    answers[0].1 = answers[0].1.replacen("and so on", "and so forth", 1);
+    let f = f.answers(answers);
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn");
+    let drift = run.findings("text-drift");
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(drift[0]["case"], "alpha");
+    // "alpha and so " is 13 characters; the 14th differs ("o" of "on" vs "f" of "forth").
+    assert_eq!(drift[0]["message"], "text differs from the baseline at char 13");
+    let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(report.contains("differs at char 13"), "{report}");
+}
+
+#[test]
+fn decode_twenty_percent_slower_warns() {
+    let f = Fixture::new("slow-decode").fault(&["--token-delay-ms", "10"]);
+    let baseline = f.baseline();
+    let f = Fixture { args: vec!["--token-delay-ms".into(), "13".into()], ..f };
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    assert!(run.has_finding("slow-decode"), "{}", run.explain());
+    assert!(!run.has_finding("text-drift"));
+}
+
+#[test]
+fn load_twice_as_slow_warns() {
+    let f = Fixture::new("slow-load").fault(&["--load-delay-ms", "400"]);
+    let baseline = f.baseline();
+    let f = Fixture { args: vec!["--load-delay-ms".into(), "1200".into()], ..f };
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    let slow = run.findings("slow-load");
+    assert_eq!(slow.len(), 1, "{}", run.explain());
+}
+
+#[test]
+fn suite_over_budget_fails() {
+    let f = Fixture::new("budget").fault(&["--token-delay-ms", "25"]).profile("suite_budget = \"2s\"");
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert!(run.has_finding("over-budget"), "{}", run.explain());
+    let skipped = run.record.as_ref().unwrap()["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["skip_reason"] == "suite budget spent")
+        .count();
+    assert!(skipped >= 1, "{}", run.explain());
+    assert_eq!(run.record.as_ref().unwrap()["suite"]["over_budget"], true);
+}
+
+#[test]
+fn server_ignoring_sigterm_is_killed() {
+    let f = Fixture::new("sigterm").fault(&["--ignore-sigterm"]);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert!(run.has_finding("killed"), "{}", run.explain());
+    assert_eq!(run.record.as_ref().unwrap()["server"]["stop"], "killed");
+}
+
+#[test]
+fn leaked_child_is_found_and_reaped() {
+    let f = Fixture::new("leak").fault(&["--leak-child"]);
+    let run = f.run(&[]);
+    assert!(run.has_finding("leftover-process"), "{}", run.explain());
+}
+
+#[test]
+fn port_in_use_is_refused_before_anything_starts() {
+    let f = Fixture::new("port");
+    let _holder = std::net::TcpListener::bind(("127.0.0.1", f.port)).unwrap();
+    let run = f.run(&[]);
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains(&format!("port {} on 127.0.0.1 is already in use", f.port)), "{}", run.explain());
+    assert!(run.record.is_none(), "no run happened");
+}
+
+#[test]
+fn binary_not_executable_is_bad_input() {
+    let mut f = Fixture::new("noexec");
+    f.executable = false;
+    let run = f.run(&[]);
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains("profiles.test") || run.stderr.contains("servers.fake.binary"), "{}", run.explain());
+    assert!(run.stderr.contains("is not executable"), "{}", run.explain());
+}
+
+#[test]
+fn missing_model_file_is_bad_input() {
+    let mut f = Fixture::new("nomodel");
+    f.model = false;
+    let run = f.run(&[]);
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains("models.tiny.path: model file"), "{}", run.explain());
+    assert!(run.stderr.contains("does not exist"), "{}", run.explain());
+}
+
+#[test]
+fn wrong_model_sha256_is_bad_input() {
+    let f = Fixture::new("sha").profile("");
+    let manifest = f.write();
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "path = \"models/tiny.gguf\"",
+        &format!("path = \"models/tiny.gguf\"\nsha256 = \"{}\"", "0".repeat(64)),
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let out = f.path().join("out");
+    let output = gauntlet(
+        &["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[],
+        Duration::from_secs(30),
+    );
+    let run = finish(output, &out);
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains("the manifest says 0000"), "{}", run.explain());
+    assert_no_survivors(&f.tag);
+}

@@ -1,0 +1,100 @@
+//! The real thing: llama.cpp's server with SmolLM2-135M-Instruct, both installed by `scripts/setup.sh --native`.
+//! These tests fail (never skip) when the installation is missing: a green run must mean the real server ran.
+//! Run them one at a time (`scripts/test.sh` does): they measure speed, and a second run's decode is compared
+//! with the first's.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Run, finish, free_port, gauntlet, processes_tagged};
+use serde_json::Value;
+
+fn home() -> PathBuf {
+    std::env::var_os("GAUNTLET_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/gauntlet"))
+}
+
+fn run_profile(profile: &str, port: u16, out: &std::path::Path, extra: &[&str]) -> Run {
+    let port_s = port.to_string();
+    let mut args = vec!["run", "--profile", profile, "--port", &port_s, "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let output = gauntlet(&args, &[], Duration::from_secs(400));
+    finish(output, out)
+}
+
+/// No process of the run may survive it: nothing may still listen on (or be started for) its port.
+fn assert_server_gone(port: u16) {
+    let tag = format!("--port {port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_tagged(&tag).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "server processes survived: {:?}", processes_tagged(&tag));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_whole_suite_answered(run: &Run) {
+    let record = run.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", run.explain()));
+    let cases = record["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 16);
+    for c in cases {
+        assert!(
+            c["status"] == "pass" || c["status"] == "fail",
+            "case {} was not answered: {}\n{}",
+            c["id"],
+            c,
+            run.explain()
+        );
+    }
+    assert_eq!(run.case("multiply-again")["status"], "pass", "greedy repeat must be byte-identical");
+    assert_eq!(run.case("multiply-again")["observed"], run.case("multiply")["observed"]);
+    assert!(record["server"]["load_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(record["server"]["stop"], "terminated");
+    assert!(record["decode"]["median_tokens_per_second"].as_f64().unwrap() > 0.0);
+    assert_eq!(record["decode"]["token_source"], "usage");
+    let stream = run.case("stream");
+    let events = stream["answer"]["timeline"].as_array().unwrap();
+    assert!(events.len() > 3, "streamed answer has its events: {stream}");
+    let times: Vec<f64> = events.iter().map(|e| e["t"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "monotonic timestamps");
+    let needle = run.case("needle");
+    assert!(needle["answer"]["usage"]["prompt_tokens"].as_u64().unwrap() > 2000, "the needle prompt is long");
+}
+
+fn gate_twice(profile: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let baseline = dir.path().join("baseline.json");
+    let first =
+        run_profile(profile, port, &dir.path().join("first"), &["--write-baseline", baseline.to_str().unwrap()]);
+    assert_server_gone(port);
+    assert_eq!(first.code, 0, "{}", first.explain());
+    assert_eq!(first.verdict(), "warn", "first run has no baseline\n{}", first.explain());
+    assert!(first.has_finding("no-baseline"));
+    assert_whole_suite_answered(&first);
+    assert!(baseline.is_file());
+
+    let second = run_profile(profile, port, &dir.path().join("second"), &["--baseline", baseline.to_str().unwrap()]);
+    assert_server_gone(port);
+    assert_eq!(second.code, 0, "{}", second.explain());
+    assert_whole_suite_answered(&second);
+    assert_eq!(second.verdict(), "pass", "same server, same model, greedy: a pass\n{}", second.explain());
+    let report = std::fs::read_to_string(second.out.join("report.md")).unwrap();
+    assert!(!report.contains("differs at char"), "{report}");
+    let record: &Value = second.record.as_ref().unwrap();
+    assert!(!record["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "text-drift"));
+}
+
+#[test]
+fn embedded_default_gate_passes_against_its_own_baseline() {
+    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
+    gate_twice("default");
+}
+
+#[test]
+fn native_llama_server_gate_passes_against_its_own_baseline() {
+    assert!(home().join("bin/llama-server").exists(), "run scripts/setup.sh --native first");
+    gate_twice("native");
+}

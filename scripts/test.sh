@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: provisions what it needs (idempotent, cached), then runs
+#   1. formatting and lints,
+#   2. unit, snapshot and fault-injection tests (in parallel),
+#   3. the real-server tests (llama.cpp + SmolLM2-135M), one at a time, since they measure speed.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native
+
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+  echo "test: installing cargo-nextest" >&2
+  cargo install --locked cargo-nextest
+fi
+
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# Build every binary first: the fault tests start the fake server from the target directory.
+cargo build --workspace --locked
+cargo nextest run --workspace --locked --no-fail-fast -E 'not binary(real_server)'
+cargo nextest run --workspace --locked --no-fail-fast -E 'binary(real_server)' --test-threads 1
