@@ -12,6 +12,7 @@
 //!   --token-delay-ms N      wait per generated word (a slow decode)
 //!   --ignore-sigterm        keep running on SIGTERM
 //!   --leak-child            start a child in our process group that outlives us
+//!   --prefix PATH           serve under this path prefix only (everything else is 404)
 //!   --tag TEXT              ignored; lets a test find every process of its run in /proc
 //!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
 
@@ -38,6 +39,7 @@ struct Config {
     leak_child: bool,
     lifetime_s: u64,
     sleeper: bool,
+    prefix: String,
 }
 
 fn parse_args() -> Config {
@@ -56,6 +58,7 @@ fn parse_args() -> Config {
                 c.answers = serde_json::from_str(&text).unwrap_or_else(|e| die(&format!("--answers: {e}")));
             }
             "--fault" => c.fault = Some(val()),
+            "--prefix" => c.prefix = val(),
             "--fault-on" => c.fault_on = Some(val()),
             "--crash-after" => c.crash_after = val().parse().unwrap_or_else(|_| die("bad --crash-after")),
             "--load-delay-ms" => c.load_delay_ms = val().parse().unwrap_or_else(|_| die("bad --load-delay-ms")),
@@ -148,11 +151,14 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
     }
     let mut body = vec![0u8; length.min(16 << 20)];
     reader.read_exact(&mut body)?;
-    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
-    if path.ends_with("/health") {
+    let full = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let Some(path) = full.strip_prefix(c.prefix.as_str()) else {
+        return respond(&mut stream, 404, "application/json", b"{\"error\":\"no such prefix\"}");
+    };
+    if path == "/health" {
         return respond(&mut stream, 200, "application/json", b"{\"status\":\"ok\"}");
     }
-    if !path.ends_with("/v1/chat/completions") {
+    if path != "/v1/chat/completions" {
         return respond(&mut stream, 404, "application/json", b"{\"error\":\"not found\"}");
     }
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);

@@ -463,3 +463,121 @@ fn wrong_model_sha256_is_bad_input() {
     assert!(run.stderr.contains("the manifest says 0000"), "{}", run.explain());
     assert_no_survivors(&f.tag);
 }
+
+/// A server someone else started, reached through a path prefix: gauntlet attaches, never stops it, and says
+/// that load time and crash detection were not available.
+#[test]
+fn attaches_to_a_running_server_under_a_path_prefix() {
+    let f = Fixture::new("attach");
+    f.write();
+    let port = free_port();
+    let mut server = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+        .args(["--port", &port.to_string(), "--prefix", "/serving", "--tag", &f.tag, "--lifetime-s", "60"])
+        .args(["--answers", f.path().join("answers.json").to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let manifest = f.path().join("attach.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "version = 1\n[profiles.remote]\nbase_url = \"http://127.0.0.1:{port}/serving/\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\nrequest_timeout = \"3s\"\napi_key_env = \"FAKE_KEY\"\n"
+        ),
+    )
+    .unwrap();
+    let out = f.path().join("out");
+    let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let missing_key = finish(gauntlet(&args, &[], Duration::from_secs(30)), &out);
+    assert_eq!(missing_key.code, 2, "{}", missing_key.explain());
+    assert!(missing_key.stderr.contains("api key variable `FAKE_KEY` is not set"), "{}", missing_key.explain());
+    let run = finish(gauntlet(&args, &[("FAKE_KEY", "s3cret")], Duration::from_secs(30)), &out);
+    let still_running = server.try_wait().unwrap().is_none();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(still_running, "gauntlet must not stop a server it attached to");
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.case("alpha")["status"], "pass", "{}", run.explain());
+    let record = run.record.as_ref().unwrap();
+    assert_eq!(record["server"]["mode"], "attached");
+    assert_eq!(record["server"]["stop"], "attached");
+    assert!(record["server"]["load_seconds"].is_null());
+    assert!(run.findings("attached")[0]["message"].as_str().unwrap().contains("crash detection were not available"));
+    let everything = std::fs::read_to_string(run.out.join("run.json")).unwrap()
+        + &std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(!everything.contains("s3cret"), "the API key is never written");
+    assert_no_survivors(&f.tag);
+}
+
+/// Ctrl-C on gauntlet stops the server group it started, even one that ignores SIGTERM.
+#[test]
+fn interrupt_stops_the_server_group() {
+    let f = Fixture::new("sigint").fault(&["--ignore-sigterm", "--leak-child", "--token-delay-ms", "200"]);
+    let manifest = f.write();
+    let out = f.path().join("out");
+    let mut child = std::process::Command::new(workspace_bin("gauntlet"))
+        .args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the server and its leaked child are up, then interrupt gauntlet.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while common::processes_tagged(&f.tag).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc_kill(child.id() as i32, 2) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("gauntlet did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_no_survivors(&f.tag);
+}
+
+unsafe fn libc_kill(pid: i32, sig: i32) {
+    unsafe extern "C" {
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    unsafe {
+        kill(pid, sig);
+    }
+}
+
+#[test]
+fn github_annotations_and_step_summary() {
+    let f = Fixture::new("github").fault(&["--fault", "http500", "--fault-on", "beta"]);
+    let manifest = f.write();
+    let out = f.path().join("out");
+    let summary = f.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").unwrap();
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    cmd.args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary);
+    let output = cmd.output().unwrap();
+    let run = finish(output, &out);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    let first = run.stdout.lines().next().unwrap_or_default().to_owned();
+    assert!(first.starts_with("::error title=gauntlet test request-error%3A beta::HTTP 500"), "{}", run.stdout);
+    assert!(run.stdout.contains("::warning title=gauntlet test no-baseline::"), "{}", run.stdout);
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.starts_with("earlier step\n# gauntlet test: FAIL"), "{text}");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(junit.contains("<testcase classname=\"gauntlet.test\" name=\"beta\""), "{junit}");
+    assert!(junit.contains("<error message=\"HTTP 500"), "{junit}");
+    assert_eq!(junit.matches("<testcase ").count(), 5, "one test case per suite case");
+    assert_no_survivors(&f.tag);
+}

@@ -80,11 +80,25 @@ fn gate_twice(profile: &str) {
     assert_server_gone(port);
     assert_eq!(second.code, 0, "{}", second.explain());
     assert_whole_suite_answered(&second);
-    assert_eq!(second.verdict(), "pass", "same server, same model, greedy: a pass\n{}", second.explain());
+    // Same server, same model, greedy: every answer and check must agree with the baseline, so the verdict is pass.
+    // One exception is stated rather than hidden: on a shared VM, decode and load speed drift by more than 15 %
+    // between minutes (DESIGN §8 measured 43–128 tok/s for one binary), so a speed warning alone is tolerated
+    // here and printed; any other finding fails the test.
+    let record: &Value = second.record.as_ref().unwrap();
+    let findings: Vec<&Value> =
+        record["findings"].as_array().unwrap().iter().filter(|f| f["severity"] != "info").collect();
+    let speed_only = findings.iter().all(|f| f["kind"] == "slow-decode" || f["kind"] == "slow-load");
+    assert!(speed_only, "only speed may differ between two identical runs: {findings:?}\n{}", second.explain());
+    if findings.is_empty() {
+        assert_eq!(second.verdict(), "pass", "{}", second.explain());
+    } else {
+        eprintln!("note: speed drifted between two identical runs on this machine: {findings:?}");
+        assert_eq!(second.verdict(), "warn", "{}", second.explain());
+    }
     let report = std::fs::read_to_string(second.out.join("report.md")).unwrap();
     assert!(!report.contains("differs at char"), "{report}");
-    let record: &Value = second.record.as_ref().unwrap();
-    assert!(!record["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "text-drift"));
+    let expected = record["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "expected-failure").count();
+    assert_eq!(expected, 8, "the demo profile's declared failures fail as on the baseline");
 }
 
 #[test]

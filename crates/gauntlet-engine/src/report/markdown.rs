@@ -147,6 +147,7 @@ fn cell(s: &str) -> String {
     inline(s).replace('|', "\\|")
 }
 
+/// Server text is untrusted: no line breaks, and no raw HTML that a Markdown renderer would interpret.
 fn inline(s: &str) -> String {
-    s.replace(['\n', '\r'], " ")
+    s.replace(['\n', '\r'], " ").replace('<', "&lt;").replace('>', "&gt;")
 }

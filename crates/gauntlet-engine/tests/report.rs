@@ -1,0 +1,138 @@
+//! Report rendering is a pure function of the run record: snapshots of Markdown and JUnit for a record that has
+//! every kind of case and finding (with characters that must be escaped).
+
+use gauntlet_engine::report;
+use gauntlet_schema::*;
+use serde_json::json;
+
+fn case(id: &str, status: CaseStatus, content: Option<&str>) -> CaseRecord {
+    CaseRecord {
+        id: id.into(),
+        status,
+        skip_reason: None,
+        repeat_of: None,
+        stream: false,
+        request: json!({"model": "m"}),
+        answer: content.map(|c| Answer {
+            content: c.into(),
+            usage: Some(Usage { prompt_tokens: Some(9), completion_tokens: Some(40) }),
+            ..Answer::default()
+        }),
+        error: None,
+        seconds: content.map(|_| 0.5),
+        observed: content.map(str::to_owned),
+        checks: Vec::new(),
+    }
+}
+
+fn record() -> (RunRecord, RunRecord) {
+    let mut failed = case("json", CaseStatus::Fail, Some("{\"tool\": 2}"));
+    failed.checks = vec![CheckResult {
+        check: "json".into(),
+        passed: false,
+        detail: "JSON does not match: tool 2 ≠ \"a|b\" <x> & 'y'".into(),
+    }];
+    let mut errored = case("stream", CaseStatus::Error, None);
+    errored.error = Some("stream ended without `data: [DONE]`".into());
+    errored.seconds = Some(3.0);
+    let mut skipped = case("story", CaseStatus::Skipped, None);
+    skipped.skip_reason = Some("server is not running".into());
+    let mut repeat = case("capital-again", CaseStatus::Pass, Some("Paris"));
+    repeat.repeat_of = Some("capital".into());
+    let run = RunRecord {
+        schema_version: RUN_RECORD_VERSION,
+        gauntlet_version: "0.1.0".into(),
+        profile: "demo".into(),
+        started_at: "2026-12-01T08:00:00.000Z".into(),
+        finished_at: "2026-12-01T08:00:30.000Z".into(),
+        wall_seconds: 30.0,
+        identity: json!({"model": {"name": "smollm2", "file": "m.gguf", "sha256": "b179c9523d0e6a0f98a3"}, "server": {"name": "llama-server"}}),
+        identity_digest: "abc".into(),
+        environment: Environment::default(),
+        server: ServerRecord {
+            mode: "spawned".into(),
+            base_url: "http://127.0.0.1:18480".into(),
+            command: vec!["llama-server".into()],
+            pid: Some(42),
+            load_seconds: Some(0.84),
+            loaded: true,
+            stop: "crashed".into(),
+            events: Vec::new(),
+            log_tail: vec!["ggml: out of memory".into(), "```".into()],
+        },
+        suite: SuiteRecord {
+            id: "default".into(),
+            version: 1,
+            digest: "d".into(),
+            budget_seconds: 300.0,
+            request_timeout_seconds: 120.0,
+            over_budget: false,
+        },
+        cases: vec![case("capital", CaseStatus::Pass, Some("Paris")), failed, errored, skipped, repeat],
+        decode: DecodeSummary {
+            median_tokens_per_second: Some(80.0),
+            token_source: Some("usage".into()),
+            cases_counted: 2,
+        },
+        findings: vec![
+            Finding {
+                kind: "crash".into(),
+                severity: Severity::Fail,
+                message: "server exited (signal 9)".into(),
+                case: None,
+            },
+            Finding {
+                kind: "text-drift".into(),
+                severity: Severity::Warn,
+                message: "text differs from the baseline at char 2".into(),
+                case: Some("json".into()),
+            },
+            Finding {
+                kind: "expected-failure".into(),
+                severity: Severity::Info,
+                message: "fails as expected\nsecond line".into(),
+                case: Some("json".into()),
+            },
+        ],
+        verdict: Verdict::Fail,
+        thresholds: Thresholds {
+            min_pass_rate: 0.5,
+            fail_regressions: 2,
+            decode_ratio_warn: 0.85,
+            load_ratio_warn: 1.5,
+            load_timeout_seconds: 480.0,
+            request_timeout_seconds: 120.0,
+            suite_budget_seconds: 300.0,
+            expected_failures: vec!["json".into()],
+        },
+        baseline: Some(BaselineRef {
+            path: "base.json".into(),
+            profile: "demo".into(),
+            started_at: "2026-11-30T08:00:00.000Z".into(),
+            identity_digest: "abc".into(),
+        }),
+    };
+    let mut base = run.clone();
+    base.cases[1].observed = Some("{\"tool\": 3}".into());
+    (run, base)
+}
+
+#[test]
+fn markdown_report() {
+    let (run, base) = record();
+    insta::assert_snapshot!(report::markdown(&run, Some(&base)));
+}
+
+#[test]
+fn junit_report() {
+    let (run, _) = record();
+    insta::assert_snapshot!(report::junit(&run));
+}
+
+#[test]
+fn run_record_round_trips_through_json() {
+    let (run, _) = record();
+    let text = serde_json::to_string(&run).unwrap();
+    let back = parse_run_record(&text).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&run).unwrap());
+}
