@@ -3,10 +3,13 @@
 
 pub mod client;
 pub mod compare;
+pub mod identity;
 pub mod manifest;
+pub mod plan;
 pub mod report;
 pub mod run;
 pub mod server;
+pub mod store;
 pub mod suite;
 pub mod util;
 pub mod verdict;

@@ -48,6 +48,7 @@ fn record() -> (RunRecord, RunRecord) {
         wall_seconds: 30.0,
         identity: json!({"model": {"name": "smollm2", "file": "m.gguf", "sha256": "b179c9523d0e6a0f98a3"}, "server": {"name": "llama-server"}}),
         identity_digest: "abc".into(),
+        runtime: json!({"server_binary_sha256": "ff"}),
         environment: Environment::default(),
         server: ServerRecord {
             mode: "spawned".into(),

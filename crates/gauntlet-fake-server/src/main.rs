@@ -3,7 +3,9 @@
 //! real-server tests use llama.cpp.
 //!
 //! Accepts llama-server's `-m MODEL --host H --port P` so a gauntlet profile can start it like any server, plus:
-//!   --answers FILE          JSON object: substring of the last user message → answer text (default answer "ok")
+//!   --answers FILE          JSON object: substring of the last user message → answer text (default answer "ok");
+//!                           keys `__token_delay_ms` and `__load_delay_ms` set the delays below, so a test can slow
+//!                           the server down without changing its command line (which is part of the identity)
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
 //!                           http500 | wrong-content-type | oversized
 //!   --fault-on TEXT         apply the request fault only when the last user message contains TEXT
@@ -56,6 +58,9 @@ fn parse_args() -> Config {
             "--answers" => {
                 let text = std::fs::read_to_string(val()).unwrap_or_else(|e| die(&format!("--answers: {e}")));
                 c.answers = serde_json::from_str(&text).unwrap_or_else(|e| die(&format!("--answers: {e}")));
+                let number = |k: &str| c.answers.get(k).and_then(|v| v.parse::<u64>().ok());
+                c.token_delay_ms = number("__token_delay_ms").unwrap_or(c.token_delay_ms);
+                c.load_delay_ms = number("__load_delay_ms").unwrap_or(c.load_delay_ms);
             }
             "--fault" => c.fault = Some(val()),
             "--prefix" => c.prefix = val(),

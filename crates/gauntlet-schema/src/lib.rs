@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Version of `run.json` this gauntlet writes.
-pub const RUN_RECORD_VERSION: u32 = 1;
-/// Versions of `run.json` this gauntlet can read.
-pub const RUN_RECORD_READABLE: &[u32] = &[1];
+/// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
+pub const RUN_RECORD_VERSION: u32 = 2;
+/// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
+/// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -65,6 +67,9 @@ pub struct RunRecord {
     pub wall_seconds: f64,
     pub identity: Value,
     pub identity_digest: String,
+    /// Warn-only facts about the server build and runtime (binary digest, reported build, driver).
+    #[serde(default)]
+    pub runtime: Value,
     pub environment: Environment,
     pub server: ServerRecord,
     pub suite: SuiteRecord,

@@ -1,6 +1,7 @@
 //! gauntlet's command line: parse arguments, call the engine, draw the terminal, map the outcome to an exit code.
 //! No logic about servers, checks or verdicts lives here.
 
+mod baseline;
 mod terminal;
 
 use std::io::{IsTerminal, Write};
@@ -10,10 +11,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use gauntlet_engine::manifest::{Manifest, Target};
 use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
+use gauntlet_engine::store::skip_cache::{self, CacheKey, model_stat, source_tree_hash};
+use gauntlet_engine::store::{Store, Trust, default_store_dir};
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 
 /// Exit codes, documented in the README; tests assert them.
-mod exit {
+pub(crate) mod exit {
     pub const OK: u8 = 0;
     pub const FAIL: u8 = 1;
     pub const BAD_INPUT: u8 = 2;
@@ -46,6 +49,76 @@ enum Command {
     Schema,
     /// Print the embedded default manifest (a starting point for your own).
     DefaultManifest,
+    /// Baselines: promote a run, show and list them, verify the store's hash chains.
+    #[command(subcommand)]
+    Baseline(BaselineCommand),
+    /// Which profiles does a change concern? Maps changed paths to profiles through the manifest's [plan].
+    Plan(PlanArgs),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BaselineCommand {
+    /// Promote a run (its run.json or its output folder) to the baseline of its identity.
+    Promote {
+        run: PathBuf,
+        /// Why this run becomes the reference (recorded in the history).
+        #[arg(long, default_value = "")]
+        note: String,
+        /// Promote by hand, outside CI. Refused in a pull-request context whatever this says.
+        #[arg(long)]
+        trusted: bool,
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+    },
+    /// Show the current baseline of a profile (or an identity digest) and its history.
+    Show {
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        #[arg(long, short)]
+        profile: Option<String>,
+        /// An identity digest instead of a profile.
+        #[arg(long)]
+        identity: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+    },
+    /// List every identity in the store with its newest baseline.
+    List {
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+    },
+    /// Walk every history chain and record; fail on any edit, reorder, deletion or reused identity key.
+    Verify {
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    /// A file with one changed path per line.
+    #[arg(long, value_name = "FILE", conflicts_with = "since")]
+    changed_files: Option<PathBuf>,
+    /// Changed since this revision (e.g. the baseline's commit), in the repository at --repo.
+    #[arg(long, value_name = "REV")]
+    since: Option<String>,
+    #[arg(long, value_name = "REV", requires = "since")]
+    until: Option<String>,
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+    /// When nothing is selected, select every profile.
+    #[arg(long)]
+    fallback_all: bool,
+    #[arg(long, value_enum, default_value = "list")]
+    format: PlanFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PlanFormat {
+    List,
+    GithubMatrix,
 }
 
 #[derive(clap::Args)]
@@ -68,9 +141,27 @@ struct RunArgs {
     /// Listen on this port instead of the profile's (spawned servers only).
     #[arg(long)]
     port: Option<u16>,
+    /// Baseline store; default: $GAUNTLET_STORE, the manifest's `store`, or ~/.cache/gauntlet/store.
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// The source tree under test (a git work tree): enables the skip-cache for a clean pass.
+    #[arg(long, value_name = "DIR")]
+    source: Option<PathBuf>,
+    /// Run even when the skip-cache remembers a pass for exactly this input.
+    #[arg(long)]
+    no_cache: bool,
+    /// Promote this run to the store's baseline when its verdict is not fail and the context is trusted.
+    #[arg(long)]
+    promote: bool,
+    /// Decision note recorded with --promote.
+    #[arg(long, default_value = "")]
+    note: String,
+    /// With --promote: a person promotes by hand, outside CI.
+    #[arg(long)]
+    trusted: bool,
 }
 
-enum Failure {
+pub(crate) enum Failure {
     BadInput(String),
     Internal(String),
 }
@@ -88,6 +179,8 @@ fn main() -> ExitCode {
             print!("{}", Manifest::embedded_default_text());
             Ok(exit::OK)
         }
+        Command::Baseline(cmd) => baseline::command(cmd),
+        Command::Plan(args) => plan(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -102,7 +195,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn load_manifest(path: Option<&Path>) -> Result<Manifest, Failure> {
+pub(crate) fn load_manifest(path: Option<&Path>) -> Result<Manifest, Failure> {
     let manifest = match path {
         Some(p) => Manifest::from_file(p),
         None => Manifest::embedded_default(&gauntlet_engine::home_dir()),
@@ -150,22 +243,90 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
             }
         }
     }
-    let baseline = match &args.baseline {
-        Some(path) => Some((read_baseline(path)?, path.display().to_string())),
+    if (!args.note.is_empty() || args.trusted) && !args.promote {
+        return Err(Failure::BadInput("--note and --trusted mean something only with --promote".into()));
+    }
+    let home = gauntlet_engine::home_dir();
+    let identity = gauntlet_engine::identity::compute(&profile, &home).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let store_dir = default_store_dir(args.store.as_deref(), manifest.store.as_deref());
+    let store = Store::open(&store_dir).map_err(|e| Failure::BadInput(e.to_string()))?;
+    // Trust is decided before the run, so a refused promotion costs nothing.
+    let provenance = if args.promote {
+        match baseline::trust(args.trusted) {
+            Trust::Trusted(p) => Some(p),
+            Trust::Refused(why) => return Err(Failure::BadInput(format!("--promote: {why}"))),
+        }
+    } else {
+        None
+    };
+
+    let (baseline, baseline_digest) = match &args.baseline {
+        Some(path) => {
+            let record = read_baseline(path)?;
+            refuse_other_identity(&record, &identity, &path.display().to_string(), &store)?;
+            let digest = gauntlet_engine::util::sha256_file(path).unwrap_or_default();
+            (Some((record, path.display().to_string())), digest)
+        }
+        None => match store.latest(&identity.digest).map_err(|e| Failure::BadInput(e.to_string()))? {
+            Some((entry, record)) => {
+                eprintln!("gauntlet: baseline: {}", baseline::describe(&entry));
+                (Some((record, format!("store:{}", entry.record))), entry.record.clone())
+            }
+            None => (None, "none".to_owned()),
+        },
+    };
+
+    let cache_key = match &args.source {
+        Some(dir) => Some(CacheKey {
+            source_tree: source_tree_hash(dir).map_err(Failure::BadInput)?,
+            identity_digest: identity.digest.clone(),
+            model_stat: match &profile.target {
+                Target::Spawn(s) => model_stat(&s.model.path),
+                Target::Attach(a) => a.base_url.clone(),
+            },
+            runtime: gauntlet_engine::identity::canonical(&identity.runtime),
+            baseline_digest: baseline_digest.clone(),
+            gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        }),
         None => None,
     };
+    let cache_dir = home.join("skip-cache");
+    if let Some(key) = &cache_key
+        && !args.no_cache
+        && let Some(hit) = skip_cache::lookup(&cache_dir, key)
+    {
+        print!("{}", hit.report);
+        println!(
+            "\ngauntlet: reused the pass of {} ({}): same source tree, identity, model file, runtime, baseline and \
+             gauntlet version; --no-cache runs again",
+            hit.record.started_at,
+            hit.dir.display()
+        );
+        return Ok(exit::OK);
+    }
+
     let out_dir = match args.out {
         Some(d) => d,
         None => default_out_dir(&profile.name),
     };
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
-    let opts = GateOptions { out_dir: &out_dir, baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())) };
+    let opts = GateOptions {
+        out_dir: &out_dir,
+        identity: &identity,
+        baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
+    };
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| Failure::BadInput(e.to_string()))?;
     write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
         .map_err(|e| Failure::Internal(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);
     let mut stdout = std::io::stdout().lock();
     let _ = terminal::summary(&mut stdout, &record, &out_dir);
+    if let Some(key) = &cache_key {
+        let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default();
+        if let Err(e) = skip_cache::remember(&cache_dir, key, &record, &report) {
+            eprintln!("gauntlet: warning: skip-cache not written: {e}");
+        }
+    }
     if let Some(path) = &args.write_baseline {
         match write_baseline(&record, path) {
             Ok(()) => {
@@ -174,12 +335,83 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
             Err(e) => eprintln!("gauntlet: {e}"),
         }
     }
+    if let Some(provenance) = provenance {
+        if record.verdict == Verdict::Fail {
+            let _ = writeln!(stdout, "not promoted: the run failed");
+        } else {
+            let entry = store
+                .promote(&record, provenance, &args.note)
+                .map_err(|e| Failure::Internal(format!("promotion failed: {e}")))?;
+            let _ = writeln!(stdout, "promoted: {}", baseline::describe(&entry));
+            baseline::warn_paired(&store, &entry);
+        }
+    }
     Ok(match record.verdict {
         Verdict::Pass | Verdict::Warn => exit::OK,
         Verdict::Fail => exit::FAIL,
         Verdict::Skip => exit::SKIP,
         Verdict::Inconclusive => exit::INCONCLUSIVE,
     })
+}
+
+/// A baseline of another identity is refused, listing every differing field, and naming the stored baseline
+/// whose identity does match when there is one.
+fn refuse_other_identity(
+    record: &RunRecord,
+    identity: &gauntlet_engine::identity::Identity,
+    origin: &str,
+    store: &Store,
+) -> Result<(), Failure> {
+    if record.identity_digest == identity.digest {
+        return Ok(());
+    }
+    let d =
+        gauntlet_engine::identity::differences(&record.identity, &identity.value, &record.runtime, &identity.runtime);
+    let mut msg = format!("refusing to compare with baseline `{origin}`: it has another identity");
+    for f in &d.refusing {
+        msg.push_str(&format!("\n  {f}"));
+    }
+    if !d.warning.is_empty() {
+        msg.push_str("\n(these only warn:)");
+        for f in &d.warning {
+            msg.push_str(&format!("\n  {f}"));
+        }
+    }
+    if let Ok(Some((entry, _))) = store.latest(&identity.digest) {
+        msg.push_str(&format!("\nthe store has a baseline of this identity: {}", baseline::describe(&entry)));
+    }
+    Err(Failure::BadInput(msg))
+}
+
+fn plan(args: PlanArgs) -> Result<u8, Failure> {
+    let manifest = load_manifest(args.manifest.as_deref())?;
+    let changed: Vec<String> = match (&args.changed_files, &args.since) {
+        (Some(file), None) => std::fs::read_to_string(file)
+            .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", file.display())))?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        (None, Some(rev)) => {
+            gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref()).map_err(Failure::BadInput)?
+        }
+        _ => return Err(Failure::BadInput("plan needs --changed-files FILE or --since REV".into())),
+    };
+    let all: Vec<String> = manifest.profiles.keys().cloned().collect();
+    let selection = gauntlet_engine::plan::select(&manifest.plan, &all, &changed, args.fallback_all);
+    for reason in &selection.reasons {
+        eprintln!("gauntlet plan: {reason}");
+    }
+    match args.format {
+        PlanFormat::List => {
+            for p in &selection.profiles {
+                println!("{p}");
+            }
+        }
+        PlanFormat::GithubMatrix => println!("{}", gauntlet_engine::plan::github_matrix(&selection.profiles)),
+    }
+    Ok(exit::OK)
 }
 
 fn read_baseline(path: &Path) -> Result<RunRecord, Failure> {

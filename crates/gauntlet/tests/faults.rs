@@ -47,8 +47,11 @@ fn answer(word: &str) -> String {
     format!("{word} {}", "and so on".split(' ').cycle().take(39).collect::<Vec<_>>().join(" "))
 }
 
+/// Includes a 4 ms pace per word: an instant fake would make decode speed pure timer noise, and runs that are
+/// compared with a baseline would then warn about speed at random.
 fn good_answers() -> Vec<(&'static str, String)> {
     vec![
+        ("__token_delay_ms", "4".into()),
         ("Say alpha.", answer("alpha")),
         ("Say beta.", answer("beta")),
         ("Say gamma.", answer("gamma")),
@@ -307,7 +310,7 @@ fn one_regression_warns_two_fail() {
     let f = Fixture::new("regress");
     let baseline = f.baseline();
     let mut answers = good_answers();
-    answers[1].1 = answer("nothing");
+    answers[2].1 = answer("nothing");
     let one = f.answers(answers.clone());
     let run = one.run(&["--baseline", &baseline]);
     assert_eq!(run.code, 0, "{}", run.explain());
@@ -317,7 +320,7 @@ fn one_regression_warns_two_fail() {
     assert_eq!(regressions[0]["case"], "beta");
     assert_eq!(regressions[0]["severity"], "warn");
 
-    answers[3].1 = answer("nothing");
+    answers[4].1 = answer("nothing");
     let two = one.answers(answers);
     let run = two.run(&["--baseline", &baseline]);
     assert_eq!(run.code, 1, "{}", run.explain());
@@ -329,7 +332,8 @@ fn one_regression_warns_two_fail() {
 
 #[test]
 fn under_half_passing_fails() {
-    let wrong = good_answers().into_iter().map(|(k, _)| (k, answer("nothing"))).collect();
+    let wrong =
+        good_answers().into_iter().map(|(k, v)| (k, if k.starts_with("__") { v } else { answer("nothing") })).collect();
     let f = Fixture::new("pass-rate").answers(wrong);
     let run = f.run(&[]);
     assert_eq!(run.code, 1, "{}", run.explain());
@@ -343,7 +347,7 @@ fn text_drift_warns_with_the_first_differing_character() {
     let f = Fixture::new("drift");
     let baseline = f.baseline();
     let mut answers = good_answers();
-    answers[0].1 = answers[0].1.replacen("and so on", "and so forth", 1);
+    answers[1].1 = answers[1].1.replacen("and so on", "and so forth", 1);
     let f = f.answers(answers);
     let run = f.run(&["--baseline", &baseline]);
     assert_eq!(run.code, 0, "{}", run.explain());
@@ -359,9 +363,14 @@ fn text_drift_warns_with_the_first_differing_character() {
 
 #[test]
 fn decode_twenty_percent_slower_warns() {
-    let f = Fixture::new("slow-decode").fault(&["--token-delay-ms", "10"]);
+    let with_delay = |ms: &str| {
+        let mut a = good_answers();
+        a.push(("__token_delay_ms", ms.into()));
+        a
+    };
+    let f = Fixture::new("slow-decode").answers(with_delay("10"));
     let baseline = f.baseline();
-    let f = Fixture { args: vec!["--token-delay-ms".into(), "13".into()], ..f };
+    let f = f.answers(with_delay("13"));
     let run = f.run(&["--baseline", &baseline]);
     assert_eq!(run.code, 0, "{}", run.explain());
     assert_eq!(run.verdict(), "warn", "{}", run.explain());
@@ -371,9 +380,14 @@ fn decode_twenty_percent_slower_warns() {
 
 #[test]
 fn load_twice_as_slow_warns() {
-    let f = Fixture::new("slow-load").fault(&["--load-delay-ms", "400"]);
+    let with_delay = |ms: &str| {
+        let mut a = good_answers();
+        a.push(("__load_delay_ms", ms.into()));
+        a
+    };
+    let f = Fixture::new("slow-load").answers(with_delay("400"));
     let baseline = f.baseline();
-    let f = Fixture { args: vec!["--load-delay-ms".into(), "1200".into()], ..f };
+    let f = f.answers(with_delay("1200"));
     let run = f.run(&["--baseline", &baseline]);
     assert_eq!(run.code, 0, "{}", run.explain());
     assert_eq!(run.verdict(), "warn", "{}", run.explain());

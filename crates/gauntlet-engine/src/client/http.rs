@@ -80,6 +80,30 @@ impl Client {
         }
     }
 
+    /// GET a small JSON document (server properties). Bounded in time and size.
+    pub async fn get_json(&self, path: &str, timeout: Duration) -> Result<Value, ClientError> {
+        let url = self.url(path);
+        let mut req = self.http.get(&url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(ClientError::Status { url, status, body: String::new() });
+        }
+        let mut chunks = resp.bytes_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| transport(&url, e, timeout.as_secs_f64(), true))?;
+            if buf.len() + chunk.len() > 1 << 20 {
+                return Err(ClientError::TooLarge { limit: 1 << 20 });
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))
+    }
+
     /// POST `/v1/chat/completions`. The answer must be complete before `deadline`.
     pub async fn chat(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
         let started = Instant::now();

@@ -63,6 +63,16 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
             case: None,
         });
     }
+    // The server's build is what a gate tests, so a new build is a note; a new driver or runtime warns.
+    for d in identity_differences(&baseline.runtime, &run.runtime) {
+        let server_build = d.starts_with("server_");
+        out.push(Finding {
+            kind: if server_build { "server-build-differs" } else { "runtime-differs" }.into(),
+            severity: if server_build { Severity::Info } else { Severity::Warn },
+            message: format!("runtime.{d}"),
+            case: None,
+        });
+    }
     let mut regressions = Vec::new();
     for case in &run.cases {
         let Some(old) = baseline.cases.iter().find(|c| c.id == case.id) else {

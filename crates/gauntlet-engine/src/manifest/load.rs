@@ -29,6 +29,9 @@ pub struct Manifest {
     pub origin: String,
     pub root: PathBuf,
     pub default_profile: Option<String>,
+    /// Where baselines live, when the manifest says (`--store` and `GAUNTLET_STORE` take precedence).
+    pub store: Option<PathBuf>,
+    pub plan: PathTable,
     pub profiles: BTreeMap<String, Profile>,
     pub warnings: Vec<String>,
 }
@@ -46,6 +49,8 @@ pub struct Profile {
     pub suite_budget: Duration,
     pub stop_grace: Duration,
     pub thresholds: Thresholds,
+    /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
+    pub features: Vec<String>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
     missing: Vec<String>,
 }
@@ -130,7 +135,11 @@ impl Manifest {
         let doc: Table = text.parse().map_err(|e: toml::de::Error| fail(vec![e.to_string().trim_end().to_owned()]))?;
         let mut p = Problems::default();
         let top = Reader::new(&doc, "");
-        p.unknown_keys(&doc, "", &["version", "root", "default_profile", "models", "servers", "profiles"]);
+        p.unknown_keys(
+            &doc,
+            "",
+            &["version", "root", "default_profile", "store", "models", "servers", "features", "plan", "profiles"],
+        );
         match top.integer(&mut p, "version", 1, i64::MAX) {
             Some(MANIFEST_VERSION) => {}
             Some(v) => p.error(
@@ -145,6 +154,10 @@ impl Manifest {
             Some(r) => base_dir.join(r),
             None => base_dir.to_path_buf(),
         };
+        let store = top
+            .string(&mut p, "store")
+            .map(|s| if Path::new(&s).is_absolute() { PathBuf::from(s) } else { base_dir.join(s) });
+        let features = read_features(&mut p, &top);
         let models = read_models(&mut p, &top, &root);
         let servers = read_servers(&mut p, &top, &root);
         let mut profiles = BTreeMap::new();
@@ -153,20 +166,20 @@ impl Manifest {
             None => {}
             Some(t) if t.is_empty() => p.error("profiles", "required: at least one profile"),
             Some(t) => {
+                let defs = Defs { models: &models, servers: &servers, features: &features, root: &root, doc: &doc };
                 for (name, v) in t {
                     let path = join("profiles", name);
                     let Some(pt) = v.as_table() else {
                         p.error(&path, "expected a table");
                         continue;
                     };
-                    if let Some(profile) =
-                        read_profile(&mut p, name, Reader::new(pt, path), &models, &servers, &root, &doc)
-                    {
+                    if let Some(profile) = read_profile(&mut p, name, Reader::new(pt, path), &defs) {
                         profiles.insert(name.clone(), profile);
                     }
                 }
             }
         }
+        let plan = read_plan(&mut p, &top, &profiles);
         let default_profile = top.string(&mut p, "default_profile");
         if let Some(d) = &default_profile
             && !profiles.contains_key(d)
@@ -177,7 +190,7 @@ impl Manifest {
         if !p.errors.is_empty() {
             return Err(fail(p.errors));
         }
-        Ok(Manifest { origin: origin.to_owned(), root, default_profile, profiles, warnings: p.warnings })
+        Ok(Manifest { origin: origin.to_owned(), root, default_profile, store, plan, profiles, warnings: p.warnings })
     }
 
     /// The profile named on the command line, else `default_profile`, else the only one; its files must exist.
@@ -299,15 +312,18 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
     out
 }
 
-fn read_profile(
-    p: &mut Problems,
-    name: &str,
-    r: Reader,
-    models: &BTreeMap<String, (ModelSpec, Vec<String>)>,
-    servers: &BTreeMap<String, ServerDef>,
-    root: &Path,
-    doc: &Table,
-) -> Option<Profile> {
+/// What a profile may refer to: the manifest's definitions, its root, and the raw document.
+#[derive(Clone, Copy)]
+struct Defs<'a> {
+    models: &'a BTreeMap<String, (ModelSpec, Vec<String>)>,
+    servers: &'a BTreeMap<String, ServerDef>,
+    features: &'a BTreeMap<String, Vec<String>>,
+    root: &'a Path,
+    doc: &'a Table,
+}
+
+fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<Profile> {
+    let Defs { models, servers, features, root, doc } = *defs;
     p.unknown_keys(
         r.table,
         &r.path,
@@ -419,6 +435,8 @@ fn read_profile(
         Some(Target::Spawn(s)) => s.model.name.clone(),
         _ => "default".into(),
     });
+    let declared = r.string_array(p, "features").unwrap_or_default();
+    check_features(p, &r, name, &declared, features, &target);
     let suite = match r.string(p, "suite").as_deref() {
         None | Some("default") => Some(Suite::embedded_default()),
         Some(file) => {
@@ -492,8 +510,102 @@ fn read_profile(
         suite_budget,
         stop_grace,
         thresholds,
+        features: declared,
         missing,
     })
+}
+
+/// `[plan]`: which changed paths select which profiles (see `crate::plan`).
+#[derive(Debug, Clone, Default)]
+pub struct PathTable {
+    /// Prefixes that concern every profile (shared engine code, the build system).
+    pub shared: Vec<String>,
+    /// Prefixes that concern one profile (its model's code, its configuration).
+    pub profiles: BTreeMap<String, Vec<String>>,
+}
+
+fn read_plan(p: &mut Problems, top: &Reader, profiles: &BTreeMap<String, Profile>) -> PathTable {
+    let mut table = PathTable::default();
+    let Some(t) = top.table_of(p, "plan") else { return table };
+    p.unknown_keys(t, "plan", &["shared", "profiles"]);
+    let r = Reader::new(t, "plan");
+    table.shared = r.string_array(p, "shared").unwrap_or_default();
+    if let Some(pt) = r.table_of(p, "profiles") {
+        let pr = Reader::new(pt, "plan.profiles");
+        for name in pt.keys() {
+            if !profiles.contains_key(name) && p.errors.is_empty() {
+                p.error(&pr.at(name), format!("`{name}` is not a profile"));
+            }
+            if let Some(prefixes) = pr.string_array(p, name) {
+                table.profiles.insert(name.clone(), prefixes);
+            }
+        }
+    }
+    table
+}
+
+fn read_features(p: &mut Problems, top: &Reader) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let Some(t) = top.table_of(p, "features") else { return out };
+    for (name, v) in t {
+        let path = join("features", name);
+        let Some(ft) = v.as_table() else {
+            p.error(&path, "expected a table");
+            continue;
+        };
+        p.unknown_keys(ft, &path, &["flags"]);
+        let r = Reader::new(ft, path);
+        match r.string_array(p, "flags") {
+            Some(flags) if !flags.is_empty() && flags.iter().all(|f| f.starts_with('-')) => {
+                out.insert(name.clone(), flags);
+            }
+            Some(_) => p.error(&r.at("flags"), "a non-empty list of flags (each starting with -)"),
+            None if !r.has("flags") => p.error(&r.at("flags"), "required"),
+            None => {}
+        }
+    }
+    out
+}
+
+/// A feature flag must be declared by the profile's feature set and a declared feature must be switched on by
+/// its flags: a speculative flag in a plain profile would silently change what its baseline means.
+fn check_features(
+    p: &mut Problems,
+    r: &Reader,
+    profile: &str,
+    declared: &[String],
+    features: &BTreeMap<String, Vec<String>>,
+    target: &Option<Target>,
+) {
+    for (i, f) in declared.iter().enumerate() {
+        if !features.contains_key(f) {
+            p.error(&format!("{}[{i}]", r.at("features")), format!("`{f}` is not defined under [features]"));
+        }
+    }
+    let Some(Target::Spawn(spec)) = target else { return };
+    for (i, arg) in spec.arguments.iter().enumerate() {
+        for (feature, flags) in features {
+            if flags.contains(arg) && !declared.contains(feature) {
+                p.error(
+                    &format!("{}[{i}]", r.at("server_arguments")),
+                    format!(
+                        "`{arg}` switches on feature `{feature}`, which profile `{profile}` does not declare; \
+                         use a separately named profile with features = [\"{feature}\"]"
+                    ),
+                );
+            }
+        }
+    }
+    for f in declared {
+        if let Some(flags) = features.get(f)
+            && !spec.arguments.iter().any(|a| flags.contains(a))
+        {
+            p.error(
+                &r.at("features"),
+                format!("feature `{f}` is declared but none of its flags {flags:?} is in server_arguments"),
+            );
+        }
+    }
 }
 
 /// Reserved flags are the profile's to set; `--opt=value` is refused so that one flag is one token and the

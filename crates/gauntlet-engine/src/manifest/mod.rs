@@ -3,4 +3,6 @@
 mod fields;
 mod load;
 
-pub use load::{AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, Profile, SpawnSpec, Target};
+pub use load::{
+    AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
+};

@@ -2,6 +2,8 @@
 //! It reports progress as [`RunEvent`]s and never writes to the terminal itself.
 
 use std::path::{Path, PathBuf};
+
+use crate::identity::Identity;
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
@@ -14,7 +16,7 @@ use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
 use crate::server::{ServerProcess, SpawnError, StopOutcome, describe_exit};
 use crate::suite::{evaluate, observed_text};
-use crate::util::{environment, now_rfc3339, sha256_file, sha256_hex};
+use crate::util::{environment, now_rfc3339};
 use crate::verdict;
 
 /// Progress, for whatever view the caller has (terminal bar, plain lines, nothing).
@@ -44,8 +46,6 @@ impl Reporter for Silent {
 pub enum GateError {
     #[error(transparent)]
     Spawn(#[from] SpawnError),
-    #[error("model `{path}`: {reason}")]
-    Model { path: PathBuf, reason: String },
     #[error("api key variable `{0}` is not set")]
     ApiKey(String),
     #[error("cannot create output directory `{path}`: {source}")]
@@ -54,52 +54,9 @@ pub enum GateError {
 
 pub struct GateOptions<'a> {
     pub out_dir: &'a Path,
+    /// Computed before the run (see [`crate::identity::compute`]), so the caller can pick a baseline with it.
+    pub identity: &'a Identity,
     pub baseline: Option<(&'a RunRecord, String)>,
-}
-
-/// The identity of what runs, computed before the server starts: two runs compare only when these agree.
-pub fn identity(profile: &Profile) -> Result<Value, GateError> {
-    let suite = json!({"id": profile.suite.id, "version": profile.suite.version, "digest": profile.suite.digest});
-    let thinking: Vec<&str> = profile.suite.cases.iter().filter(|c| c.thinking).map(|c| c.id.as_str()).collect();
-    Ok(match &profile.target {
-        Target::Spawn(s) => {
-            let meta = std::fs::metadata(&s.model.path)
-                .map_err(|e| GateError::Model { path: s.model.path.clone(), reason: e.to_string() })?;
-            let digest = sha256_file(&s.model.path)
-                .map_err(|e| GateError::Model { path: s.model.path.clone(), reason: e.to_string() })?;
-            if let Some(want) = &s.model.sha256
-                && *want != digest
-            {
-                return Err(GateError::Model {
-                    path: s.model.path.clone(),
-                    reason: format!("sha256 is {digest}, the manifest says {want}"),
-                });
-            }
-            let binary = sha256_file(&s.binary).unwrap_or_else(|e| format!("unreadable: {e}"));
-            json!({
-                "model": {
-                    "name": s.model.name,
-                    "file": s.model.path.file_name().map(|n| n.to_string_lossy().into_owned()),
-                    "size": meta.len(),
-                    "sha256": digest,
-                },
-                "server": {"kind": "spawned", "name": s.server_name, "binary_sha256": binary},
-                "server_arguments": s.arguments,
-                "environment": s.environment,
-                "suite": suite,
-                "endpoint": "chat",
-                "request_model": profile.request_model,
-                "thinking_cases": thinking,
-            })
-        }
-        Target::Attach(a) => json!({
-            "server": {"kind": "attached", "base_url": a.base_url},
-            "suite": suite,
-            "endpoint": "chat",
-            "request_model": profile.request_model,
-            "thinking_cases": thinking,
-        }),
-    })
 }
 
 struct Lifecycle {
@@ -132,8 +89,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let started = Instant::now();
     let started_at = now_rfc3339();
     std::fs::create_dir_all(opts.out_dir).map_err(|source| GateError::Out { path: opts.out_dir.into(), source })?;
-    let identity = identity(profile)?;
-    let identity_digest = sha256_hex(identity.to_string().as_bytes());
+    let identity = opts.identity.value.clone();
+    let identity_digest = opts.identity.digest.clone();
+    let mut runtime = opts.identity.runtime.clone();
     let api_key = match &profile.target {
         Target::Attach(a) => match &a.api_key_env {
             Some(var) => Some(std::env::var(var).map_err(|_| GateError::ApiKey(var.clone()))?),
@@ -165,6 +123,12 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 
     reporter.event(&RunEvent::Loading);
     let load = rt.block_on(wait_ready(&client, profile, process.as_mut(), &mut life));
+    if load.is_ok()
+        && let Some(build) = rt.block_on(server_build(&client))
+        && let Value::Object(m) = &mut runtime
+    {
+        m.insert("server_build".into(), Value::String(build));
+    }
     let (loaded, load_seconds) = match &load {
         Ok(secs) => {
             reporter.event(&RunEvent::Loaded { seconds: *secs });
@@ -294,6 +258,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         wall_seconds: 0.0,
         identity,
         identity_digest,
+        runtime,
         environment: environment(),
         server: ServerRecord {
             mode: if process.is_some() { "spawned" } else { "attached" }.into(),
@@ -341,6 +306,13 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     record.wall_seconds = started.elapsed().as_secs_f64();
     reporter.event(&RunEvent::Finished { verdict: record.verdict });
     Ok(record)
+}
+
+/// The server's own build string, when it reports one (llama.cpp: `/props` → `build_info`). Best effort, bounded.
+async fn server_build(client: &Client) -> Option<String> {
+    let props = client.get_json("props", Duration::from_secs(2)).await.ok()?;
+    let build = props.get("build_info")?.as_str()?;
+    Some(build.chars().take(200).collect())
 }
 
 fn repeat_check(source: &str, observed: &str) -> CheckResult {

@@ -3,5 +3,5 @@
 mod gate;
 mod outputs;
 
-pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, identity, run_gate};
+pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub use outputs::{write_baseline, write_outputs};

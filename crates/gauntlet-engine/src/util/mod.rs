@@ -42,6 +42,39 @@ pub fn sha256_file(path: &Path) -> std::io::Result<String> {
     Ok(hex(&h.finalize()))
 }
 
+/// sha256 of a file, remembered under `home/digests/` by (path, device, inode, size, mtime): an unchanged file is
+/// read once per machine. Any change of those facts hashes it again.
+pub fn sha256_file_memo(path: &Path, home: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    let canonical = std::fs::canonicalize(path)?;
+    let key = sha256_hex(
+        format!(
+            "{}\0{}\0{}\0{}\0{}.{}",
+            canonical.display(),
+            meta.dev(),
+            meta.ino(),
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec()
+        )
+        .as_bytes(),
+    );
+    let memo = home.join("digests").join(&key);
+    if let Ok(text) = std::fs::read_to_string(&memo) {
+        let text = text.trim();
+        if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(text.to_owned());
+        }
+    }
+    let digest = sha256_file(path)?;
+    // A memo that cannot be written only costs a re-hash next time.
+    if std::fs::create_dir_all(home.join("digests")).is_ok() {
+        let _ = write_atomic(&memo, digest.as_bytes());
+    }
+    Ok(digest)
+}
+
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
@@ -82,6 +115,19 @@ mod tests {
         let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn memo_rehashes_a_changed_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("m.gguf");
+        std::fs::write(&f, b"abc").unwrap();
+        let home = dir.path().join("home");
+        let first = sha256_file_memo(&f, &home).unwrap();
+        assert_eq!(first, sha256_hex(b"abc"));
+        assert_eq!(sha256_file_memo(&f, &home).unwrap(), first, "remembered");
+        std::fs::write(&f, b"abcd").unwrap();
+        assert_eq!(sha256_file_memo(&f, &home).unwrap(), sha256_hex(b"abcd"), "size changed: hashed again");
     }
 
     #[test]

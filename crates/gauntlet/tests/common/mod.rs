@@ -72,6 +72,11 @@ pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output 
         cmd.env(k, v);
     }
     cmd.env_remove("GITHUB_ACTIONS").env_remove("GITHUB_STEP_SUMMARY");
+    // Every run gets a store of its own unless the test names one: no test sees another's baselines.
+    let scratch = tempfile::tempdir().expect("scratch store");
+    if !env.iter().any(|(k, _)| *k == "GAUNTLET_STORE") {
+        cmd.env("GAUNTLET_STORE", scratch.path().join("store"));
+    }
     let mut child = cmd.spawn().expect("spawn gauntlet");
     let deadline = Instant::now() + limit;
     loop {

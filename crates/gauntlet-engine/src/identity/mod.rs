@@ -1,0 +1,206 @@
+//! Identity: the canonical record that decides whether two runs may be compared, and its digest.
+//!
+//! It holds what must be equal for a comparison to mean anything (model bytes, server kind and ordered
+//! arguments, features, binding, suite, workload, endpoint, template mode). What the change under test is
+//! allowed to change (the server's build, its runtime version) lives in a separate `runtime` record: a difference
+//! there warns, a difference in the identity refuses.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::manifest::{Profile, Target};
+use crate::util::{sha256_file_memo, sha256_hex};
+
+/// Bumped when the identity's shape changes; part of the identity, so old and new never compare silently.
+pub const IDENTITY_VERSION: u32 = 1;
+
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub value: Value,
+    pub digest: String,
+    /// Warn-only facts: the server binary's digest now, and its reported build once it runs.
+    pub runtime: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("model `{path}`: {reason}")]
+pub struct IdentityError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// JSON with object keys sorted at every level and no insignificant whitespace, whatever serde_json's map type:
+/// the same identity gives the same bytes, hence the same digest, on every machine.
+pub fn canonical(v: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String((*k).clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k.as_str()], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+pub fn digest(v: &Value) -> String {
+    sha256_hex(canonical(v).as_bytes())
+}
+
+/// The identity without its binding: the same recipe on several devices shares this digest ("paired baselines").
+pub fn recipe_digest(identity: &Value) -> String {
+    digest(&identity["recipe"])
+}
+
+/// Computed before the server starts. Hashing the model uses a stat-keyed memo under `home`, so an unchanged
+/// multi-gigabyte file is hashed once per machine, not once per run.
+pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError> {
+    let thinking: Vec<&str> = profile.suite.cases.iter().filter(|c| c.thinking).map(|c| c.id.as_str()).collect();
+    let mut features = profile.features.clone();
+    features.sort();
+    features.dedup();
+    let suite = json!({"id": profile.suite.id, "version": profile.suite.version, "digest": profile.suite.digest});
+    let workload = json!({"concurrency": 1, "temperature": 0, "max_tokens": "per case"});
+    let (recipe, runtime) = match &profile.target {
+        Target::Spawn(s) => {
+            let fail = |reason: String| IdentityError { path: s.model.path.display().to_string(), reason };
+            let meta = std::fs::metadata(&s.model.path).map_err(|e| fail(e.to_string()))?;
+            let sha = sha256_file_memo(&s.model.path, home).map_err(|e| fail(e.to_string()))?;
+            if let Some(want) = &s.model.sha256
+                && *want != sha
+            {
+                return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
+            }
+            let binary = sha256_file_memo(&s.binary, home).unwrap_or_else(|e| format!("unreadable: {e}"));
+            (
+                json!({
+                    "model": {
+                        "name": s.model.name,
+                        "file": s.model.path.file_name().map(|n| n.to_string_lossy().into_owned()),
+                        "size": meta.len(),
+                        "sha256": sha,
+                    },
+                    "draft": Value::Null,
+                    "server": {"kind": "spawned", "name": s.server_name},
+                    "server_arguments": s.arguments,
+                    "environment": s.environment,
+                    "features": features,
+                    "request_model": profile.request_model,
+                    "endpoint": "chat",
+                    "template": {"thinking_cases": thinking},
+                }),
+                json!({"server_binary_sha256": binary}),
+            )
+        }
+        Target::Attach(a) => (
+            json!({
+                "model": {"name": profile.request_model},
+                "draft": Value::Null,
+                "server": {"kind": "attached", "base_url": a.base_url},
+                "server_arguments": [],
+                "environment": {},
+                "features": features,
+                "request_model": profile.request_model,
+                "endpoint": "chat",
+                "template": {"thinking_cases": thinking},
+            }),
+            json!({}),
+        ),
+    };
+    let value = json!({
+        "identity_version": IDENTITY_VERSION,
+        "recipe": recipe,
+        "binding": binding(),
+        "suite": suite,
+        "workload": workload,
+    });
+    let digest = digest(&value);
+    Ok(Identity { value, digest, runtime })
+}
+
+/// Where it runs. On a CPU machine: the processor model and architecture (it changes numerics and speed).
+fn binding() -> Value {
+    let env = crate::util::environment();
+    json!({"runtime": "cpu", "device": env.cpu_model, "arch": env.arch, "visible_devices": Value::Null})
+}
+
+/// Every field that differs, as `path: old → new`, split into those that refuse a comparison (identity) and
+/// those that only warn (runtime).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Differences {
+    pub refusing: Vec<String>,
+    pub warning: Vec<String>,
+}
+
+pub fn differences(
+    old_identity: &Value,
+    new_identity: &Value,
+    old_runtime: &Value,
+    new_runtime: &Value,
+) -> Differences {
+    Differences {
+        refusing: crate::compare::identity_differences(old_identity, new_identity),
+        warning: crate::compare::identity_differences(old_runtime, new_runtime)
+            .into_iter()
+            .map(|d| format!("runtime.{d}"))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_ignores_key_order_but_not_array_order() {
+        let a: Value = serde_json::from_str(r#"{"b": 1, "a": {"y": [1, 2], "x": "s"}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"a": {"x": "s", "y": [1, 2]}, "b": 1}"#).unwrap();
+        let c: Value = serde_json::from_str(r#"{"a": {"x": "s", "y": [2, 1]}, "b": 1}"#).unwrap();
+        assert_eq!(canonical(&a), r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(digest(&a), digest(&c), "argument order is part of the identity");
+    }
+
+    #[test]
+    fn canonical_escapes_strings_like_json() {
+        let v = json!({"k\"ey": "a\nb ü"});
+        assert_eq!(canonical(&v), "{\"k\\\"ey\":\"a\\nb ü\"}");
+    }
+
+    #[test]
+    fn differences_split_refusing_from_warning() {
+        let d = differences(
+            &json!({"recipe": {"server_arguments": ["-c", "4096"]}}),
+            &json!({"recipe": {"server_arguments": ["-c", "2048"]}}),
+            &json!({"server_binary_sha256": "aa"}),
+            &json!({"server_binary_sha256": "bb"}),
+        );
+        assert_eq!(d.refusing, vec![r#"recipe.server_arguments: ["-c","4096"] → ["-c","2048"]"#]);
+        assert_eq!(d.warning, vec!["runtime.server_binary_sha256: aa → bb"]);
+    }
+}

@@ -1,0 +1,134 @@
+//! Changed paths → the profiles worth running. A model-specific prefix selects its profile, a shared prefix
+//! selects all, anything else selects none; a very large change selects all (it is cheaper than being wrong).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::manifest::PathTable;
+
+/// At this many changed files every profile runs.
+pub const ALL_AT: usize = 300;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    pub profiles: Vec<String>,
+    /// One line per reason, for people reading CI logs.
+    pub reasons: Vec<String>,
+}
+
+pub fn select(table: &PathTable, all: &[String], changed: &[String], fallback_all: bool) -> Selection {
+    let mut chosen = BTreeSet::new();
+    let mut reasons = Vec::new();
+    let everything = |reasons: &mut Vec<String>, why: String| {
+        reasons.push(why);
+        Selection { profiles: all.to_vec(), reasons: reasons.clone() }
+    };
+    if changed.len() >= ALL_AT {
+        return everything(&mut reasons, format!("{} changed files (≥ {ALL_AT}): all profiles", changed.len()));
+    }
+    for path in changed {
+        let path = path.trim_start_matches("./");
+        if let Some(prefix) = table.shared.iter().find(|p| path.starts_with(p.as_str())) {
+            return everything(&mut reasons, format!("`{path}` is under shared prefix `{prefix}`: all profiles"));
+        }
+        for (profile, prefixes) in &table.profiles {
+            if let Some(prefix) = prefixes.iter().find(|p| path.starts_with(p.as_str()))
+                && chosen.insert(profile.clone())
+            {
+                reasons.push(format!("`{path}` is under `{prefix}`: {profile}"));
+            }
+        }
+    }
+    if chosen.is_empty() && fallback_all {
+        return everything(&mut reasons, "no changed path selected a profile; --fallback-all: all profiles".into());
+    }
+    if chosen.is_empty() {
+        reasons.push(format!("none of {} changed path(s) concerns a profile", changed.len()));
+    }
+    Selection { profiles: chosen.into_iter().collect(), reasons }
+}
+
+/// Paths changed between `since` and `until` (default HEAD) in the git repository at `repo`.
+pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Vec<String>, String> {
+    for rev in std::iter::once(since).chain(until) {
+        if rev.starts_with('-') {
+            return Err(format!("`{rev}` is not a revision"));
+        }
+    }
+    let range = format!("{since}..{}", until.unwrap_or("HEAD"));
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["diff", "--name-only", "-z", &range, "--"])
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("git diff {range} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect())
+}
+
+/// A GitHub Actions matrix: `{"include": [{"profile": "…"}, …]}`.
+pub fn github_matrix(profiles: &[String]) -> String {
+    json!({"include": profiles.iter().map(|p| json!({"profile": p})).collect::<Vec<_>>()}).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn table() -> PathTable {
+        PathTable {
+            shared: vec!["server/core/".into(), "CMakeLists.txt".into()],
+            profiles: BTreeMap::from([
+                ("qwen".into(), vec!["server/models/qwen/".into()]),
+                ("ds4".into(), vec!["server/models/ds4/".into(), "configs/ds4.toml".into()]),
+            ]),
+        }
+    }
+
+    fn all() -> Vec<String> {
+        vec!["ds4".into(), "qwen".into()]
+    }
+
+    #[test]
+    fn prefixes_select_profiles() {
+        let s = select(&table(), &all(), &["server/models/qwen/attn.cu".into(), "README.md".into()], false);
+        assert_eq!(s.profiles, vec!["qwen"]);
+        let s = select(&table(), &all(), &["configs/ds4.toml".into(), "server/models/qwen/x".into()], false);
+        assert_eq!(s.profiles, vec!["ds4", "qwen"]);
+        let s = select(&table(), &all(), &["server/core/sched.cpp".into()], false);
+        assert_eq!(s.profiles, all());
+        assert!(s.reasons[0].contains("shared prefix"));
+    }
+
+    #[test]
+    fn unrelated_paths_select_none_unless_fallback() {
+        let s = select(&table(), &all(), &["docs/intro.md".into()], false);
+        assert!(s.profiles.is_empty());
+        let s = select(&table(), &all(), &["docs/intro.md".into()], true);
+        assert_eq!(s.profiles, all());
+    }
+
+    #[test]
+    fn three_hundred_files_select_all() {
+        let many: Vec<String> = (0..ALL_AT).map(|i| format!("docs/{i}.md")).collect();
+        assert_eq!(select(&table(), &all(), &many, false).profiles, all());
+        assert!(select(&table(), &all(), &many[..ALL_AT - 1], false).profiles.is_empty());
+    }
+
+    #[test]
+    fn matrix_shape() {
+        assert_eq!(github_matrix(&["qwen".into()]), r#"{"include":[{"profile":"qwen"}]}"#);
+        assert_eq!(github_matrix(&[]), r#"{"include":[]}"#);
+    }
+}

@@ -1,0 +1,112 @@
+//! Skip-cache: a clean pass is remembered by everything that could change its outcome, so re-running the gate on
+//! an unchanged tree is nearly free. A warn is never remembered: it must show again. Entries are keyed by content
+//! and live outside the checkout, so pull-request code cannot plant a pass.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
+use serde_json::json;
+
+use crate::identity::canonical;
+use crate::util::{sha256_file, sha256_hex, write_atomic};
+
+/// The parts of the key, recorded beside the entry so a hit can say why it matched.
+#[derive(Debug, Clone)]
+pub struct CacheKey {
+    pub source_tree: String,
+    pub identity_digest: String,
+    pub model_stat: String,
+    pub runtime: String,
+    pub baseline_digest: String,
+    pub gauntlet_version: String,
+}
+
+impl CacheKey {
+    pub fn digest(&self) -> String {
+        let v = json!({
+            "source_tree": self.source_tree,
+            "identity": self.identity_digest,
+            "model": self.model_stat,
+            "runtime": self.runtime,
+            "baseline": self.baseline_digest,
+            "gauntlet": self.gauntlet_version,
+        });
+        sha256_hex(canonical(&v).as_bytes())
+    }
+}
+
+/// A hit: the remembered record and report.
+pub struct Hit {
+    pub record: RunRecord,
+    pub report: String,
+    pub dir: PathBuf,
+}
+
+pub fn lookup(cache: &Path, key: &CacheKey) -> Option<Hit> {
+    let dir = cache.join(key.digest());
+    let record = parse_run_record(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()?;
+    // Belt and braces: only a pass is ever written, and only a pass is ever reused.
+    if record.verdict != Verdict::Pass {
+        return None;
+    }
+    let report = std::fs::read_to_string(dir.join("report.md")).ok()?;
+    Some(Hit { record, report, dir })
+}
+
+/// Remembers a run; returns false (and writes nothing) unless it is a clean pass.
+pub fn remember(cache: &Path, key: &CacheKey, record: &RunRecord, report: &str) -> std::io::Result<bool> {
+    if record.verdict != Verdict::Pass {
+        return Ok(false);
+    }
+    let dir = cache.join(key.digest());
+    std::fs::create_dir_all(&dir)?;
+    write_atomic(&dir.join("report.md"), report.as_bytes())?;
+    let key_json = json!({
+        "source_tree": key.source_tree, "identity": key.identity_digest, "model": key.model_stat,
+        "runtime": key.runtime, "baseline": key.baseline_digest, "gauntlet": key.gauntlet_version,
+    });
+    write_atomic(&dir.join("key.json"), canonical(&key_json).as_bytes())?;
+    // run.json last: its presence is what makes the entry visible.
+    write_atomic(&dir.join("run.json"), &serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
+    Ok(true)
+}
+
+/// The tree hash of the source under test: git's tree id for a clean checkout; for a dirty one (or no git), a
+/// digest of every tracked and untracked-but-not-ignored file's path and content.
+pub fn source_tree_hash(dir: &Path) -> Result<String, String> {
+    let git = |args: &[&str]| -> Option<Vec<u8>> {
+        let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+        out.status.success().then_some(out.stdout)
+    };
+    if git(&["rev-parse", "--is-inside-work-tree"]).is_some() {
+        let dirty = git(&["status", "--porcelain"]).map(|o| !o.is_empty()).unwrap_or(true);
+        if !dirty && let Some(tree) = git(&["rev-parse", "HEAD^{tree}"]) {
+            return Ok(format!("git-tree:{}", String::from_utf8_lossy(&tree).trim()));
+        }
+        let list = git(&["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+            .ok_or_else(|| format!("cannot list files of `{}`", dir.display()))?;
+        let mut files: Vec<&[u8]> = list.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
+        files.sort();
+        files.dedup();
+        let mut acc = String::new();
+        for f in files {
+            let rel = String::from_utf8_lossy(f);
+            let path = dir.join(rel.as_ref());
+            // A tracked file deleted in the working tree hashes as absent.
+            let digest = sha256_file(&path).unwrap_or_else(|_| "absent".into());
+            acc.push_str(&format!("{rel}\0{digest}\n"));
+        }
+        return Ok(format!("worktree:{}", sha256_hex(acc.as_bytes())));
+    }
+    Err(format!("`{}` is not a git work tree: --source needs one", dir.display()))
+}
+
+/// Size, mtime and inode: cheap, and changes whenever the file is replaced.
+pub fn model_stat(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) => format!("{}:{}:{}.{}", m.ino(), m.len(), m.mtime(), m.mtime_nsec()),
+        Err(e) => format!("unreadable: {e}"),
+    }
+}

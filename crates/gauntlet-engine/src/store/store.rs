@@ -1,0 +1,332 @@
+//! The baseline store: a directory of content-addressed run records and one append-only, hash-chained history
+//! per identity.
+//!
+//! ```text
+//! STORE/format.json                  {"format": 1}
+//! STORE/records/<sha256>.json        run records, named by the sha256 of their bytes; never modified
+//! STORE/history/<identity>.jsonl     one promotion per line, each naming the previous line's digest
+//! STORE/.lock                        short-lived exclusive lock held by every writer
+//! ```
+//! Every write is atomic (temp file, fsync, rename) and happens under the lock, so two concurrent promoters never
+//! interleave and a reader never sees a partial file. Nothing in a store is trusted on read: names are checked
+//! before they become paths, and digests are re-computed.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gauntlet_schema::{RunRecord, parse_run_record};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::identity::canonical;
+use crate::util::{sha256_hex, write_atomic};
+
+pub const STORE_FORMAT: u32 = 1;
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("store `{path}`: {reason}")]
+    Io { path: PathBuf, reason: String },
+    #[error("store `{path}` has format {found}; this gauntlet writes format {STORE_FORMAT}: upgrade gauntlet")]
+    Newer { path: PathBuf, found: u32 },
+    #[error("store `{path}`: could not take the lock within {}s (another gauntlet is writing)", LOCK_WAIT.as_secs())]
+    Locked { path: PathBuf },
+    #[error("store: {0}")]
+    Invalid(String),
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Io { path: path.to_owned(), reason: e.to_string() }
+}
+
+/// Who promoted, from where, and why.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// `push`, `workflow_dispatch`, `manual`, …
+    pub event: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ref")]
+    pub git_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_url: Option<String>,
+}
+
+/// One promotion. `digest` is the sha256 of the entry's canonical JSON without `digest`; `prev` is the previous
+/// entry's digest, so an edit, a reorder or a deletion anywhere before the last entry breaks the chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub seq: u64,
+    pub prev: Option<String>,
+    pub identity_digest: String,
+    pub recipe_digest: String,
+    pub record: String,
+    pub profile: String,
+    pub verdict: String,
+    pub provenance: Provenance,
+    pub note: String,
+    pub promoted_at: String,
+    pub digest: String,
+}
+
+impl HistoryEntry {
+    pub fn compute_digest(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            m.remove("digest");
+        }
+        sha256_hex(canonical(&v).as_bytes())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    root: PathBuf,
+}
+
+fn is_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl Store {
+    /// Opens (creating when absent) a store for reading and writing; refuses a store of a newer format.
+    pub fn open(root: &Path) -> Result<Store, StoreError> {
+        for dir in [root.to_path_buf(), root.join("records"), root.join("history")] {
+            std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        }
+        let store = Store { root: root.to_owned() };
+        let format = root.join("format.json");
+        match std::fs::read_to_string(&format) {
+            Ok(text) => {
+                let v: Value = serde_json::from_str(&text).map_err(|e| io(&format, e))?;
+                let found = v["format"].as_u64().ok_or_else(|| io(&format, "no `format` number"))? as u32;
+                if found > STORE_FORMAT {
+                    return Err(StoreError::Newer { path: root.to_owned(), found });
+                }
+            }
+            Err(_) => {
+                let _lock = store.lock()?;
+                if !format.exists() {
+                    write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes())
+                        .map_err(|e| io(&format, e))?;
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// An exclusive lock on `STORE/.lock`, released when the guard drops. Waits (bounded) for another writer.
+    fn lock(&self) -> Result<File, StoreError> {
+        let path = self.root.join(".lock");
+        let f = File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| io(&path, e))?;
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a valid, owned file descriptor has no memory-safety preconditions.
+            let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(f);
+            }
+            if Instant::now() >= deadline {
+                return Err(StoreError::Locked { path: self.root.clone() });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn record_path(&self, digest: &str) -> Result<PathBuf, StoreError> {
+        if !is_digest(digest) {
+            return Err(StoreError::Invalid(format!("`{digest}` is not a record digest")));
+        }
+        Ok(self.root.join("records").join(format!("{digest}.json")))
+    }
+
+    fn history_path(&self, identity: &str) -> Result<PathBuf, StoreError> {
+        if !is_digest(identity) {
+            return Err(StoreError::Invalid(format!("`{identity}` is not an identity digest")));
+        }
+        Ok(self.root.join("history").join(format!("{identity}.jsonl")))
+    }
+
+    /// Reads a record by digest and checks that its bytes still have that digest.
+    pub fn read_record(&self, digest: &str) -> Result<RunRecord, StoreError> {
+        let path = self.record_path(digest)?;
+        let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+        let actual = sha256_hex(&bytes);
+        if actual != digest {
+            return Err(io(&path, format!("content digest is {actual}, not {digest}: the record was modified")));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| io(&path, e))?;
+        parse_run_record(&text).map_err(|e| io(&path, e))
+    }
+
+    /// The history of one identity, oldest first, parsed but not verified (see [`Store::verify`]).
+    pub fn history(&self, identity: &str) -> Result<Vec<HistoryEntry>, StoreError> {
+        let path = self.history_path(identity)?;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&path, e)),
+        };
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| serde_json::from_str(l).map_err(|e| io(&path, format!("line {}: {e}", i + 1))))
+            .collect()
+    }
+
+    /// The newest promotion for an identity, with its record.
+    pub fn latest(&self, identity: &str) -> Result<Option<(HistoryEntry, RunRecord)>, StoreError> {
+        let Some(entry) = self.history(identity)?.pop() else { return Ok(None) };
+        let record = self.read_record(&entry.record)?;
+        Ok(Some((entry, record)))
+    }
+
+    /// Identity digests that have a history.
+    pub fn identities(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.root.join("history");
+        let mut out: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|e| io(&dir, e))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".jsonl").map(str::to_owned))
+            .filter(|n| is_digest(n))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Stores `record` and appends a promotion to its identity's history, atomically and under the lock.
+    pub fn promote(&self, record: &RunRecord, provenance: Provenance, note: &str) -> Result<HistoryEntry, StoreError> {
+        if crate::identity::digest(&record.identity) != record.identity_digest {
+            return Err(StoreError::Invalid(
+                "the run record's identity does not match its identity digest (edited record?)".into(),
+            ));
+        }
+        let bytes = serde_json::to_vec_pretty(record).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let digest = sha256_hex(&bytes);
+        let _lock = self.lock()?;
+        let record_path = self.record_path(&digest)?;
+        if !record_path.exists() {
+            write_atomic(&record_path, &bytes).map_err(|e| io(&record_path, e))?;
+        }
+        let history_path = self.history_path(&record.identity_digest)?;
+        let history = self.history(&record.identity_digest)?;
+        let last = history.last();
+        let mut entry = HistoryEntry {
+            seq: last.map_or(1, |e| e.seq + 1),
+            prev: last.map(|e| e.digest.clone()),
+            identity_digest: record.identity_digest.clone(),
+            recipe_digest: crate::identity::recipe_digest(&record.identity),
+            record: digest,
+            profile: record.profile.clone(),
+            verdict: record.verdict.as_str().into(),
+            provenance,
+            note: note.to_owned(),
+            promoted_at: crate::util::now_rfc3339(),
+            digest: String::new(),
+        };
+        entry.digest = entry.compute_digest();
+        let mut text = std::fs::read(&history_path).unwrap_or_default();
+        if !text.is_empty() && !text.ends_with(b"\n") {
+            text.push(b'\n');
+        }
+        text.extend_from_slice(canonical(&serde_json::to_value(&entry).unwrap_or(Value::Null)).as_bytes());
+        text.push(b'\n');
+        write_atomic(&history_path, &text).map_err(|e| io(&history_path, e))?;
+        Ok(entry)
+    }
+
+    /// Latest entries of other identities with the same recipe (the same model and server on other devices).
+    pub fn paired(&self, entry: &HistoryEntry) -> Result<Vec<HistoryEntry>, StoreError> {
+        let mut out = Vec::new();
+        for id in self.identities()? {
+            if id == entry.identity_digest {
+                continue;
+            }
+            if let Some(last) = self.history(&id)?.pop()
+                && last.recipe_digest == entry.recipe_digest
+            {
+                out.push(last);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Walks every history chain and every record it names; returns every problem found (empty = intact).
+    pub fn verify(&self) -> Result<(usize, Vec<String>), StoreError> {
+        let mut problems = Vec::new();
+        let mut entries = 0;
+        let dir = self.root.join("history");
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for path in files {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_owned();
+            let Some(key) = name.strip_suffix(".jsonl").filter(|k| is_digest(k)) else {
+                problems.push(format!("history/{name}: not a history file name"));
+                continue;
+            };
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(format!("history/{name}: {e}"));
+                    continue;
+                }
+            };
+            let mut prev: Option<String> = None;
+            for (i, line) in text.lines().enumerate() {
+                let at = format!("history/{name} line {}", i + 1);
+                entries += 1;
+                let entry: HistoryEntry = match serde_json::from_str(line) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        problems.push(format!("{at}: not a history entry ({e})"));
+                        prev = None;
+                        continue;
+                    }
+                };
+                if entry.compute_digest() != entry.digest {
+                    problems.push(format!("{at}: entry was edited (its digest does not match its content)"));
+                }
+                if entry.seq != i as u64 + 1 {
+                    problems.push(format!(
+                        "{at}: sequence {} where {} was expected (entry deleted or reordered)",
+                        entry.seq,
+                        i + 1
+                    ));
+                }
+                if entry.prev != prev {
+                    problems.push(format!("{at}: chain broken: previous digest does not match the line before (entry edited, deleted or reordered)"));
+                }
+                if entry.identity_digest != key {
+                    problems
+                        .push(format!("{at}: entry is for identity {} but stored under {key}", entry.identity_digest));
+                }
+                match self.read_record(&entry.record) {
+                    Ok(record) => {
+                        let recomputed = crate::identity::digest(&record.identity);
+                        if record.identity_digest != key || recomputed != key {
+                            problems.push(format!(
+                                "{at}: identity key {key} reused with different settings (record {} has identity {recomputed})",
+                                entry.record
+                            ));
+                        }
+                    }
+                    Err(e) => problems.push(format!("{at}: record {}: {e}", entry.record)),
+                }
+                prev = Some(entry.digest.clone());
+            }
+        }
+        Ok((entries, problems))
+    }
+}

@@ -1,0 +1,123 @@
+//! `gauntlet baseline promote|show|list|verify`: thin wrappers over the engine's store.
+
+use std::path::{Path, PathBuf};
+
+use gauntlet_engine::store::{HistoryEntry, Store, Trust, decide_trust, default_store_dir};
+use gauntlet_schema::{Verdict, parse_run_record};
+
+use crate::{BaselineCommand, Failure, exit, load_manifest};
+
+pub(crate) fn trust(explicit: bool) -> Trust {
+    decide_trust(explicit, &|k| std::env::var(k).ok(), &|p| std::fs::read_to_string(p).ok())
+}
+
+/// One line: when, by whom, from which commit, and the note.
+pub(crate) fn describe(e: &HistoryEntry) -> String {
+    let p = &e.provenance;
+    let mut s = format!("#{} of profile `{}`, promoted {} ({}", e.seq, e.profile, e.promoted_at, p.event);
+    if let Some(actor) = &p.actor {
+        s.push_str(&format!(" by {actor}"));
+    }
+    if let Some(commit) = &p.commit {
+        s.push_str(&format!(", commit {}", &commit[..commit.len().min(12)]));
+    }
+    s.push(')');
+    if !e.note.is_empty() {
+        s.push_str(&format!(": \"{}\"", e.note));
+    }
+    s
+}
+
+/// Paired baselines (same recipe, other devices) from different commits cannot be read side by side.
+pub(crate) fn warn_paired(store: &Store, entry: &HistoryEntry) {
+    let Ok(paired) = store.paired(entry) else { return };
+    for other in paired {
+        if other.provenance.commit != entry.provenance.commit {
+            eprintln!(
+                "gauntlet: warning: paired baseline for identity {}… ({}) comes from commit {}, this one from {}",
+                &other.identity_digest[..12],
+                other.profile,
+                other.provenance.commit.as_deref().unwrap_or("unknown"),
+                entry.provenance.commit.as_deref().unwrap_or("unknown"),
+            );
+        }
+    }
+}
+
+fn open(store: Option<&Path>) -> Result<Store, Failure> {
+    Store::open(&default_store_dir(store, None)).map_err(|e| Failure::BadInput(e.to_string()))
+}
+
+pub(crate) fn command(cmd: BaselineCommand) -> Result<u8, Failure> {
+    match cmd {
+        BaselineCommand::Promote { run, note, trusted, store } => {
+            let provenance = match trust(trusted) {
+                Trust::Trusted(p) => p,
+                Trust::Refused(why) => return Err(Failure::BadInput(format!("promote: {why}"))),
+            };
+            let path: PathBuf = if run.is_dir() { run.join("run.json") } else { run };
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", path.display())))?;
+            let record =
+                parse_run_record(&text).map_err(|e| Failure::BadInput(format!("`{}`: {e}", path.display())))?;
+            if record.verdict == Verdict::Fail {
+                return Err(Failure::BadInput(format!(
+                    "`{}` failed; a failing run is never a baseline",
+                    path.display()
+                )));
+            }
+            let store = open(store.as_deref())?;
+            let entry = store.promote(&record, provenance, &note).map_err(|e| Failure::BadInput(e.to_string()))?;
+            println!("promoted: {}", describe(&entry));
+            println!("identity {}", entry.identity_digest);
+            warn_paired(&store, &entry);
+            Ok(exit::OK)
+        }
+        BaselineCommand::Show { manifest, profile, identity, store } => {
+            let store = open(store.as_deref())?;
+            let digest = match identity {
+                Some(d) => d,
+                None => {
+                    let m = load_manifest(manifest.as_deref())?;
+                    let p = m.select(profile.as_deref()).map_err(|e| Failure::BadInput(e.to_string()))?;
+                    gauntlet_engine::identity::compute(p, &gauntlet_engine::home_dir())
+                        .map_err(|e| Failure::BadInput(e.to_string()))?
+                        .digest
+                }
+            };
+            let history = store.history(&digest).map_err(|e| Failure::BadInput(e.to_string()))?;
+            if history.is_empty() {
+                println!("no baseline yet for identity {digest}");
+                return Ok(exit::OK);
+            }
+            println!("identity {digest}");
+            for e in &history {
+                println!("  {}  record {}", describe(e), e.record);
+            }
+            Ok(exit::OK)
+        }
+        BaselineCommand::List { store } => {
+            let store = open(store.as_deref())?;
+            for id in store.identities().map_err(|e| Failure::BadInput(e.to_string()))? {
+                if let Some(last) = store.history(&id).map_err(|e| Failure::BadInput(e.to_string()))?.last() {
+                    println!("{id}  {}", describe(last));
+                }
+            }
+            Ok(exit::OK)
+        }
+        BaselineCommand::Verify { store } => {
+            let store = open(store.as_deref())?;
+            let (entries, problems) = store.verify().map_err(|e| Failure::BadInput(e.to_string()))?;
+            if problems.is_empty() {
+                println!("store {}: {entries} entries, every chain and record intact", store.root().display());
+                Ok(exit::OK)
+            } else {
+                for p in &problems {
+                    println!("{p}");
+                }
+                println!("store {}: {} problem(s) in {entries} entries", store.root().display(), problems.len());
+                Ok(exit::FAIL)
+            }
+        }
+    }
+}
