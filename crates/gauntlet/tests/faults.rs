@@ -47,11 +47,11 @@ fn answer(word: &str) -> String {
     format!("{word} {}", "and so on".split(' ').cycle().take(39).collect::<Vec<_>>().join(" "))
 }
 
-/// Includes a 4 ms pace per word: an instant fake would make decode speed pure timer noise, and runs that are
+/// Includes an 8 ms pace per word: an instant fake would make decode speed pure timer noise, and runs that are
 /// compared with a baseline would then warn about speed at random.
 fn good_answers() -> Vec<(&'static str, String)> {
     vec![
-        ("__token_delay_ms", "4".into()),
+        ("__token_delay_ms", "8".into()),
         ("Say alpha.", answer("alpha")),
         ("Say beta.", answer("beta")),
         ("Say gamma.", answer("gamma")),
@@ -594,4 +594,104 @@ fn github_annotations_and_step_summary() {
     assert!(junit.contains("<error message=\"HTTP 500"), "{junit}");
     assert_eq!(junit.matches("<testcase ").count(), 5, "one test case per suite case");
     assert_no_survivors(&f.tag);
+}
+
+/// A baseline of another identity is refused, naming the changed argument; promotion needs trust; a promoted
+/// baseline is then picked from the store by identity and named.
+#[test]
+fn store_promotion_trust_and_identity_refusal() {
+    let f = Fixture::new("store");
+    let baseline = f.baseline();
+    let changed = f.fault(&["-c", "2048"]);
+    let run = changed.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 2, "{}", run.explain());
+    assert!(run.stderr.contains("refusing to compare with baseline"), "{}", run.explain());
+    assert!(run.stderr.contains("recipe.server_arguments: 6 → 8 items; from [6]: (end) → -c"), "{}", run.explain());
+
+    let store = changed.path().join("team-store");
+    let store_s = store.to_str().unwrap().to_owned();
+    let first = changed.run_into("first", &[]);
+    let promote = |extra: &[(&str, &str)], trusted: bool| {
+        let mut args = vec!["baseline", "promote", first.out.to_str().unwrap(), "--store", &store_s, "--note", "first"];
+        if trusted {
+            args.push("--trusted");
+        }
+        gauntlet(&args, extra, Duration::from_secs(30))
+    };
+    let refused = promote(&[], false);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a trusted context"));
+    let pr = promote(&[("GITHUB_ACTIONS", "true"), ("GITHUB_EVENT_NAME", "pull_request")], true);
+    assert_eq!(pr.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&pr.stderr).contains("pull-request run"));
+    let ok = promote(&[], true);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+
+    let out = changed.path().join("second");
+    let output = gauntlet(
+        &["run", "--manifest", changed.path().join("gauntlet.toml").to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[("GAUNTLET_STORE", &store_s)],
+        Duration::from_secs(60),
+    );
+    let second = finish(output, &out);
+    assert_eq!(second.code, 0, "{}", second.explain());
+    assert!(second.stderr.contains("baseline: #1 of profile `test`"), "{}", second.explain());
+    assert!(second.stderr.contains("\"first\""), "{}", second.explain());
+    assert_eq!(second.verdict(), "pass", "{}", second.explain());
+    let verify = gauntlet(&["baseline", "verify", "--store", &store_s], &[], Duration::from_secs(30));
+    assert_eq!(verify.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&verify.stdout).contains("1 entries, every chain and record intact"));
+    assert_no_survivors(&changed.tag);
+}
+
+#[test]
+fn plan_maps_changed_paths_of_a_real_git_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    };
+    git(&["init", "-q"]);
+    std::fs::create_dir_all(repo.join("models/qwen")).unwrap();
+    std::fs::write(repo.join("models/qwen/a.cu"), "1").unwrap();
+    std::fs::write(repo.join("README.md"), "1").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "-qm", "one"]);
+    std::fs::write(repo.join("models/qwen/a.cu"), "2").unwrap();
+    git(&["commit", "-qam", "two"]);
+    let manifest = repo.join("m.toml");
+    std::fs::write(
+        &manifest,
+        "version = 1\n[plan]\nshared = [\"core/\"]\n[plan.profiles]\nqwen = [\"models/qwen/\"]\nds4 = [\"models/ds4/\"]\n\
+         [profiles.qwen]\nbase_url = \"http://127.0.0.1:1\"\n[profiles.ds4]\nbase_url = \"http://127.0.0.1:2\"\n",
+    )
+    .unwrap();
+    let m = manifest.to_str().unwrap();
+    let r = repo.to_str().unwrap();
+    let out = gauntlet(&["plan", "--manifest", m, "--since", "HEAD~1", "--repo", r], &[], Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "qwen\n");
+    let out = gauntlet(
+        &["plan", "--manifest", m, "--since", "HEAD~1", "--repo", r, "--format", "github-matrix"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"include\":[{\"profile\":\"qwen\"}]}\n");
+    std::fs::write(repo.join("changed.txt"), "README.md\n").unwrap();
+    let cf = repo.join("changed.txt");
+    let out =
+        gauntlet(&["plan", "--manifest", m, "--changed-files", cf.to_str().unwrap()], &[], Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let out = gauntlet(
+        &["plan", "--manifest", m, "--changed-files", cf.to_str().unwrap(), "--fallback-all"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ds4\nqwen\n");
 }

@@ -22,6 +22,23 @@ fn diff(old: &Value, new: &Value, path: String, out: &mut Vec<String>) {
                 diff(a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), p, out);
             }
         }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                diff(x, y, format!("{path}[{i}]"), out);
+            }
+        }
+        // Lists of other lengths (server arguments): name the first position that differs and what stands there.
+        (Value::Array(a), Value::Array(b)) => {
+            let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let item = |v: Option<&Value>| v.map(short).unwrap_or_else(|| "(end)".into());
+            out.push(format!(
+                "{path}: {} → {} items; from [{at}]: {} → {}",
+                a.len(),
+                b.len(),
+                item(a.get(at)),
+                item(b.get(at))
+            ));
+        }
         (a, b) if a != b => out.push(format!("{path}: {} → {}", short(a), short(b))),
         _ => {}
     }
@@ -181,7 +198,7 @@ mod tests {
         assert_eq!(
             identity_differences(&old, &new),
             vec![
-                r#"arguments: ["-c","4096"] → ["-c","2048"]"#.to_owned(),
+                "arguments[1]: 4096 → 2048".to_owned(),
                 "extra: (none) → true".to_owned(),
                 "model.sha256: aa → bb".to_owned(),
             ]

@@ -200,7 +200,7 @@ mod tests {
             &json!({"server_binary_sha256": "aa"}),
             &json!({"server_binary_sha256": "bb"}),
         );
-        assert_eq!(d.refusing, vec![r#"recipe.server_arguments: ["-c","4096"] → ["-c","2048"]"#]);
+        assert_eq!(d.refusing, vec!["recipe.server_arguments[1]: 4096 → 2048"]);
         assert_eq!(d.warning, vec!["runtime.server_binary_sha256: aa → bb"]);
     }
 }

@@ -68,10 +68,11 @@ impl Run {
 pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let mut cmd = Command::new(workspace_bin("gauntlet"));
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // The test's own CI context never leaks in; a test that wants one passes it in `env`.
+    cmd.env_remove("GITHUB_ACTIONS").env_remove("GITHUB_STEP_SUMMARY").env_remove("GITHUB_EVENT_NAME");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.env_remove("GITHUB_ACTIONS").env_remove("GITHUB_STEP_SUMMARY");
     // Every run gets a store of its own unless the test names one: no test sees another's baselines.
     let scratch = tempfile::tempdir().expect("scratch store");
     if !env.iter().any(|(k, _)| *k == "GAUNTLET_STORE") {

@@ -1,0 +1,215 @@
+//! The baseline store: concurrent writers never corrupt it, and `verify` catches every kind of tampering.
+
+use std::path::Path;
+
+use gauntlet_engine::identity;
+use gauntlet_engine::store::{Provenance, Store};
+use gauntlet_schema::*;
+use serde_json::json;
+
+fn record(args: &[&str], note: &str) -> RunRecord {
+    let identity = json!({"identity_version": 1, "recipe": {"server_arguments": args}, "binding": {"runtime": "cpu"}});
+    RunRecord {
+        schema_version: RUN_RECORD_VERSION,
+        gauntlet_version: "0.1.0".into(),
+        profile: "p".into(),
+        started_at: format!("2026-12-01T08:00:00.000Z {note}"),
+        finished_at: String::new(),
+        wall_seconds: 1.0,
+        identity_digest: identity::digest(&identity),
+        identity,
+        runtime: json!({}),
+        environment: Environment::default(),
+        server: ServerRecord {
+            mode: "spawned".into(),
+            base_url: String::new(),
+            command: Vec::new(),
+            pid: None,
+            load_seconds: Some(1.0),
+            loaded: true,
+            stop: "terminated".into(),
+            events: Vec::new(),
+            log_tail: Vec::new(),
+        },
+        suite: SuiteRecord {
+            id: "s".into(),
+            version: 1,
+            digest: "d".into(),
+            budget_seconds: 1.0,
+            request_timeout_seconds: 1.0,
+            over_budget: false,
+        },
+        cases: Vec::new(),
+        decode: DecodeSummary::default(),
+        findings: Vec::new(),
+        verdict: Verdict::Pass,
+        thresholds: Thresholds {
+            min_pass_rate: 0.5,
+            fail_regressions: 2,
+            decode_ratio_warn: 0.85,
+            load_ratio_warn: 1.5,
+            load_timeout_seconds: 1.0,
+            request_timeout_seconds: 1.0,
+            suite_budget_seconds: 1.0,
+            expected_failures: Vec::new(),
+        },
+        baseline: None,
+    }
+}
+
+fn manual() -> Provenance {
+    Provenance { event: "manual".into(), commit: Some("c0ffee".into()), ..Provenance::default() }
+}
+
+/// A store with one identity promoted three times; returns it and the history file.
+fn three(dir: &Path) -> (Store, std::path::PathBuf, RunRecord) {
+    let store = Store::open(dir).unwrap();
+    let r = record(&["-c", "4096"], "");
+    for i in 0..3 {
+        store.promote(&record(&["-c", "4096"], &i.to_string()), manual(), &format!("note {i}")).unwrap();
+    }
+    let history = dir.join("history").join(format!("{}.jsonl", r.identity_digest));
+    assert_eq!(store.verify().unwrap(), (3, Vec::new()));
+    (store, history, r)
+}
+
+fn problems(store: &Store) -> String {
+    let (_, p) = store.verify().unwrap();
+    assert!(!p.is_empty(), "tampering went unnoticed");
+    p.join("\n")
+}
+
+fn edit_lines(path: &Path, f: impl FnOnce(&mut Vec<String>)) {
+    let mut lines: Vec<String> = std::fs::read_to_string(path).unwrap().lines().map(str::to_owned).collect();
+    f(&mut lines);
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn chain_links_each_entry_to_the_previous() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, r) = three(dir.path());
+    let h = store.history(&r.identity_digest).unwrap();
+    assert_eq!(h.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(h[0].prev, None);
+    assert_eq!(h[1].prev.as_deref(), Some(h[0].digest.as_str()));
+    assert_eq!(h[2].note, "note 2");
+    let (entry, latest) = store.latest(&r.identity_digest).unwrap().unwrap();
+    assert_eq!(entry.seq, 3);
+    assert_eq!(latest.started_at, "2026-12-01T08:00:00.000Z 2");
+}
+
+#[test]
+fn edited_entry_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, _) = three(dir.path());
+    edit_lines(&history, |l| l[1] = l[1].replace("note 1", "note X"));
+    assert!(problems(&store).contains("line 2: entry was edited"));
+}
+
+#[test]
+fn edited_last_entry_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, _) = three(dir.path());
+    edit_lines(&history, |l| l[2] = l[2].replace("manual", "push"));
+    assert!(problems(&store).contains("line 3: entry was edited"));
+}
+
+#[test]
+fn reordered_entries_are_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, _) = three(dir.path());
+    edit_lines(&history, |l| l.swap(0, 1));
+    let p = problems(&store);
+    assert!(p.contains("chain broken"), "{p}");
+}
+
+#[test]
+fn deleted_entry_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, _) = three(dir.path());
+    edit_lines(&history, |l| {
+        l.remove(1);
+    });
+    let p = problems(&store);
+    assert!(p.contains("line 2: sequence 3 where 2 was expected"), "{p}");
+    assert!(p.contains("chain broken"), "{p}");
+}
+
+#[test]
+fn modified_record_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _, r) = three(dir.path());
+    let entry = store.history(&r.identity_digest).unwrap().remove(0);
+    let path = dir.path().join("records").join(format!("{}.json", entry.record));
+    let text = std::fs::read_to_string(&path).unwrap().replace("\"pass\"", "\"warn\"");
+    std::fs::write(&path, text).unwrap();
+    assert!(problems(&store).contains("the record was modified"));
+}
+
+#[test]
+fn identity_key_reused_with_other_settings_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, r) = three(dir.path());
+    // A record with other settings that claims the same identity key, chained in correctly by a forger.
+    let mut forged = record(&["-c", "8"], "forged");
+    forged.identity_digest = r.identity_digest.clone();
+    let bytes = serde_json::to_vec_pretty(&forged).unwrap();
+    let digest = gauntlet_engine::util::sha256_hex(&bytes);
+    std::fs::write(dir.path().join("records").join(format!("{digest}.json")), &bytes).unwrap();
+    let mut last = store.history(&r.identity_digest).unwrap().pop().unwrap();
+    last.prev = Some(last.digest.clone());
+    last.seq = 4;
+    last.record = digest;
+    last.digest = last.compute_digest();
+    let line = identity::canonical(&serde_json::to_value(&last).unwrap());
+    edit_lines(&history, |l| l.push(line));
+    let p = problems(&store);
+    assert!(p.contains("reused with different settings"), "{p}");
+    // And promote itself refuses a record whose identity does not match its digest.
+    assert!(store.promote(&forged, manual(), "").is_err());
+}
+
+#[test]
+fn two_concurrent_writers_never_corrupt_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    Store::open(dir.path()).unwrap();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let root = dir.path().to_owned();
+            std::thread::spawn(move || {
+                let store = Store::open(&root).unwrap();
+                for i in 0..25 {
+                    store.promote(&record(&["-c", "4096"], &format!("{w}-{i}")), manual(), "").unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.verify().unwrap(), (50, Vec::new()));
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("history"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_newer_store_format_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("format.json"), "{\"format\": 99}").unwrap();
+    let e = Store::open(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("has format 99"), "{e}");
+}
+
+#[test]
+fn names_from_outside_never_become_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.read_record("../../etc/passwd").is_err());
+    assert!(store.history("../x").is_err());
+}
