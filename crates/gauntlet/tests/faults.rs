@@ -541,8 +541,7 @@ fn interrupt_stops_the_server_group() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe { libc_kill(child.id() as i32, 2) };
+    common::send_signal(child.id() as i32, 2);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -559,15 +558,6 @@ fn interrupt_stops_the_server_group() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_no_survivors(&f.tag);
-}
-
-unsafe fn libc_kill(pid: i32, sig: i32) {
-    unsafe extern "C" {
-        fn kill(pid: i32, sig: i32) -> i32;
-    }
-    unsafe {
-        kill(pid, sig);
-    }
 }
 
 #[test]

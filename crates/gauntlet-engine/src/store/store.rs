@@ -266,6 +266,9 @@ impl Store {
     pub fn verify(&self) -> Result<(usize, Vec<String>), StoreError> {
         let mut problems = Vec::new();
         let mut entries = 0;
+        // A record promoted many times is read and hashed once: record digest → its recomputed identity digest.
+        let mut checked: std::collections::HashMap<String, Result<(String, String), String>> =
+            std::collections::HashMap::new();
         let dir = self.root.join("history");
         let mut files: Vec<PathBuf> =
             std::fs::read_dir(&dir).map_err(|e| io(&dir, e))?.flatten().map(|e| e.path()).collect();
@@ -312,10 +315,14 @@ impl Store {
                     problems
                         .push(format!("{at}: entry is for identity {} but stored under {key}", entry.identity_digest));
                 }
-                match self.read_record(&entry.record) {
-                    Ok(record) => {
-                        let recomputed = crate::identity::digest(&record.identity);
-                        if record.identity_digest != key || recomputed != key {
+                let outcome = checked.entry(entry.record.clone()).or_insert_with(|| {
+                    self.read_record(&entry.record)
+                        .map(|r| (r.identity_digest.clone(), crate::identity::digest(&r.identity)))
+                        .map_err(|e| e.to_string())
+                });
+                match outcome {
+                    Ok((claimed, recomputed)) => {
+                        if claimed != key || recomputed != key {
                             problems.push(format!(
                                 "{at}: identity key {key} reused with different settings (record {} has identity {recomputed})",
                                 entry.record

@@ -137,8 +137,7 @@ pub fn assert_no_survivors(tag: &str) {
         }
         if Instant::now() >= deadline {
             for pid in &left {
-                // SAFETY: kill has no memory-safety preconditions; clean up before failing.
-                unsafe { libc_kill(*pid) };
+                send_signal(*pid, 9); // clean up before failing
             }
             panic!("processes of the run survived it: {left:?} (tag {tag})");
         }
@@ -146,11 +145,13 @@ pub fn assert_no_survivors(tag: &str) {
     }
 }
 
-unsafe fn libc_kill(pid: i32) {
+/// Sends `sig` to `pid` (tests only: no libc dependency for one call).
+pub fn send_signal(pid: i32, sig: i32) {
     unsafe extern "C" {
         fn kill(pid: i32, sig: i32) -> i32;
     }
+    // SAFETY: kill has no memory-safety preconditions.
     unsafe {
-        kill(pid, 9);
+        kill(pid, sig);
     }
 }
