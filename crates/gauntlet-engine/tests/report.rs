@@ -137,3 +137,23 @@ fn run_record_round_trips_through_json() {
     let back = parse_run_record(&text).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&run).unwrap());
 }
+
+/// A slower load warns only when it is both over the ratio and longer by more than the noise floor: 20 ms → 110 ms
+/// (7×, measured on a busy runner) is scheduling noise; 0.84 s → 1.5 s is not.
+#[test]
+fn slow_load_needs_ratio_and_absolute_increase() {
+    let (mut run, mut base) = record();
+    let slow_load = |run: &RunRecord, base: &RunRecord| {
+        gauntlet_engine::compare::compare(run, base, &run.thresholds).iter().any(|f| f.kind == "slow-load")
+    };
+    base.server.load_seconds = Some(0.02);
+    run.server.load_seconds = Some(0.11);
+    assert!(!slow_load(&run, &base), "7× of 20 ms is noise");
+    run.server.load_seconds = Some(0.02 + gauntlet_engine::compare::LOAD_NOISE_FLOOR_SECONDS + 0.01);
+    assert!(slow_load(&run, &base));
+    base.server.load_seconds = Some(0.84);
+    run.server.load_seconds = Some(1.5);
+    assert!(slow_load(&run, &base));
+    run.server.load_seconds = Some(1.2);
+    assert!(!slow_load(&run, &base), "1.43× is under the 1.5× ratio");
+}

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use gauntlet_engine::manifest::{Manifest, Target};
 use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
-use gauntlet_engine::store::skip_cache::{self, CacheKey, model_stat, source_tree_hash};
+use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 
@@ -272,22 +272,15 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
                 eprintln!("gauntlet: baseline: {}", baseline::describe(&entry));
                 (Some((record, format!("store:{}", entry.record))), entry.record.clone())
             }
-            None => (None, "none".to_owned()),
+            None => {
+                explain_missing_baseline(&store, &profile.name, &identity);
+                (None, "none".to_owned())
+            }
         },
     };
 
     let cache_key = match &args.source {
-        Some(dir) => Some(CacheKey {
-            source_tree: source_tree_hash(dir).map_err(Failure::BadInput)?,
-            identity_digest: identity.digest.clone(),
-            model_stat: match &profile.target {
-                Target::Spawn(s) => model_stat(&s.model.path),
-                Target::Attach(a) => a.base_url.clone(),
-            },
-            runtime: gauntlet_engine::identity::canonical(&identity.runtime),
-            baseline_digest: baseline_digest.clone(),
-            gauntlet_version: env!("CARGO_PKG_VERSION").into(),
-        }),
+        Some(dir) => Some(CacheKey::for_run(&profile, &identity, dir, &baseline_digest).map_err(Failure::BadInput)?),
         None => None,
     };
     let cache_dir = home.join("skip-cache");
@@ -381,6 +374,22 @@ fn refuse_other_identity(
         msg.push_str(&format!("\nthe store has a baseline of this identity: {}", baseline::describe(&entry)));
     }
     Err(Failure::BadInput(msg))
+}
+
+/// No baseline of this identity: when the profile has one under another identity, say what changed, so a
+/// "no baseline yet" after an edited manifest is not a mystery.
+fn explain_missing_baseline(store: &Store, profile: &str, identity: &gauntlet_engine::identity::Identity) {
+    let Ok(Some((entry, record))) = store.latest_of_profile(profile, &identity.digest) else { return };
+    let d =
+        gauntlet_engine::identity::differences(&record.identity, &identity.value, &record.runtime, &identity.runtime);
+    let mut msg = format!(
+        "gauntlet: no baseline of this identity yet; the newest baseline of profile `{profile}` ({}) has another:",
+        baseline::describe(&entry)
+    );
+    for f in d.refusing.iter().chain(&d.warning) {
+        msg.push_str(&format!("\n  {f}"));
+    }
+    eprintln!("{msg}");
 }
 
 fn plan(args: PlanArgs) -> Result<u8, Failure> {

@@ -528,7 +528,10 @@ fn interrupt_stops_the_server_group() {
     let f = Fixture::new("sigint").fault(&["--ignore-sigterm", "--leak-child", "--token-delay-ms", "200"]);
     let manifest = f.write();
     let out = f.path().join("out");
-    let mut child = std::process::Command::new(workspace_bin("gauntlet"))
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    common::isolate(&mut cmd, &[], &scratch);
+    let mut child = cmd
         .args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -567,7 +570,9 @@ fn github_annotations_and_step_summary() {
     let out = f.path().join("out");
     let summary = f.path().join("summary.md");
     std::fs::write(&summary, "earlier step\n").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    common::isolate(&mut cmd, &[], &scratch);
     cmd.args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
         .env("GITHUB_ACTIONS", "true")
         .env("GITHUB_STEP_SUMMARY", &summary);
@@ -631,6 +636,23 @@ fn store_promotion_trust_and_identity_refusal() {
     let verify = gauntlet(&["baseline", "verify", "--store", &store_s], &[], Duration::from_secs(30));
     assert_eq!(verify.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&verify.stdout).contains("1 entries, every chain and record intact"));
+
+    // The same profile with an edited argument has no baseline, and says which baseline it no longer matches.
+    let edited = changed.path().join("edited.toml");
+    let text = std::fs::read_to_string(changed.path().join("gauntlet.toml")).unwrap();
+    std::fs::write(&edited, text.replace("\"2048\"", "\"1024\"")).unwrap();
+    let out = changed.path().join("edited-out");
+    let output = gauntlet(
+        &["run", "--manifest", edited.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &[("GAUNTLET_STORE", &store_s)],
+        Duration::from_secs(60),
+    );
+    let third = finish(output, &out);
+    assert_eq!((third.code, third.verdict()), (0, "warn"), "{}", third.explain());
+    assert!(third.has_finding("no-baseline"));
+    assert!(third.stderr.contains("no baseline of this identity yet; the newest baseline of profile `test` (#1"));
+    assert!(third.stderr.contains("recipe.server_arguments"), "{}", third.explain());
+    assert!(third.stderr.contains("2048 → 1024"), "{}", third.explain());
     assert_no_survivors(&changed.tag);
 }
 
@@ -638,16 +660,7 @@ fn store_promotion_trust_and_identity_refusal() {
 fn plan_maps_changed_paths_of_a_real_git_repository() {
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path();
-    let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-    };
+    let git = |args: &[&str]| git_in(repo, args);
     git(&["init", "-q"]);
     std::fs::create_dir_all(repo.join("models/qwen")).unwrap();
     std::fs::write(repo.join("models/qwen/a.cu"), "1").unwrap();
@@ -684,4 +697,79 @@ fn plan_maps_changed_paths_of_a_real_git_repository() {
         Duration::from_secs(30),
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ds4\nqwen\n");
+}
+
+fn git_in(repo: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&ok.stderr));
+}
+
+/// Skip-cache: a clean pass on an unchanged source tree is reused without starting the server and says so; an
+/// edited tree or `--no-cache` runs again; a warn is never remembered.
+#[test]
+fn skip_cache_hit_miss_and_warn_not_cached() {
+    // Speed is not what this test is about, and a busy 2-core runner can slow the fake server's pacing past the
+    // 15 % speed warning, which would (rightly) not be cached; the speed checks have tests of their own.
+    let f = Fixture::new("cache").profile("verdict = { decode_ratio_warn = 0.0, load_ratio_warn = 1000.0 }");
+    let baseline = f.baseline();
+    let manifest = f.write();
+    let src = f.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("kernel.cu"), "v1").unwrap();
+    git_in(&src, &["init", "-q"]);
+    git_in(&src, &["add", "."]);
+    git_in(&src, &["commit", "-qm", "one"]);
+    let home = f.path().join("home");
+    let cache = home.join("skip-cache");
+    let entries = || std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    let gate = |out: &str, extra: &[&str]| -> Run {
+        let out = f.path().join(out);
+        let mut args = vec!["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        args.extend_from_slice(&["--source", src.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let output = gauntlet(&args, &[("GAUNTLET_HOME", home.to_str().unwrap())], Duration::from_secs(90));
+        let run = finish(output, &out);
+        assert_no_survivors(&f.tag);
+        run
+    };
+    let with_baseline = ["--baseline", baseline.as_str()];
+
+    let first = gate("first", &with_baseline);
+    assert_eq!((first.code, first.verdict()), (0, "pass"), "{}", first.explain());
+    assert_eq!(entries(), 1, "a clean pass is remembered");
+
+    let hit = gate("hit", &with_baseline);
+    assert_eq!(hit.code, 0, "{}", hit.explain());
+    assert!(hit.record.is_none() && !hit.out.exists(), "a hit starts nothing and writes nothing: {}", hit.explain());
+    assert!(hit.stdout.starts_with("# gauntlet test: PASS"), "the remembered report is printed: {}", hit.stdout);
+    assert!(hit.stdout.contains("reused the pass of"), "{}", hit.stdout);
+    assert!(hit.stdout.contains("same source tree, identity, model file, runtime, baseline"), "{}", hit.stdout);
+
+    let forced = gate("forced", &["--baseline", baseline.as_str(), "--no-cache"]);
+    assert_eq!((forced.code, forced.verdict()), (0, "pass"), "--no-cache runs: {}", forced.explain());
+
+    // An edited (dirty) working tree is another source tree: a miss, then remembered under its own key.
+    std::fs::write(src.join("kernel.cu"), "v2").unwrap();
+    let edited = gate("edited", &with_baseline);
+    assert_eq!((edited.code, edited.verdict()), (0, "pass"), "{}", edited.explain());
+    assert!(!edited.stdout.contains("reused"), "{}", edited.stdout);
+    assert_eq!(entries(), 2);
+    git_in(&src, &["commit", "-qam", "two"]);
+    let committed = gate("committed", &with_baseline);
+    assert!(committed.record.is_some(), "a clean tree hashes as git's tree, not as the dirty files did");
+    assert_eq!(entries(), 3);
+
+    // A warn (here: no baseline) must show every time.
+    for out in ["warn-1", "warn-2"] {
+        let warn = gate(out, &[]);
+        assert_eq!((warn.code, warn.verdict()), (0, "warn"), "{}", warn.explain());
+        assert!(!warn.stdout.contains("reused"), "{}", warn.stdout);
+    }
+    assert_eq!(entries(), 3, "a warn is never remembered");
 }

@@ -17,12 +17,22 @@ fn home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/gauntlet"))
 }
 
-fn run_profile(profile: &str, port: u16, out: &std::path::Path, extra: &[&str]) -> Run {
+fn run_profile(profile: &str, port: u16, out: &std::path::Path, extra: &[&str], store: &std::path::Path) -> Run {
     let port_s = port.to_string();
     let mut args = vec!["run", "--profile", profile, "--port", &port_s, "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
-    let output = gauntlet(&args, &[], Duration::from_secs(400));
+    let home = home();
+    let env = [("GAUNTLET_STORE", store.to_str().unwrap()), ("GAUNTLET_HOME", home.to_str().unwrap())];
+    let output = gauntlet(&args, &env, Duration::from_secs(400));
     finish(output, out)
+}
+
+/// How the first run becomes the second's baseline: a file (`--write-baseline`, `--baseline`) or the store
+/// (`--promote --trusted`, then picked by identity).
+#[derive(Clone, Copy, PartialEq)]
+enum Via {
+    File,
+    Store,
 }
 
 /// No process of the run may survive it: nothing may still listen on (or be started for) its port.
@@ -63,23 +73,45 @@ fn assert_whole_suite_answered(run: &Run) {
     assert!(needle["answer"]["usage"]["prompt_tokens"].as_u64().unwrap() > 2000, "the needle prompt is long");
 }
 
-fn gate_twice(profile: &str) {
+fn gate_twice(profile: &str, via: Via) -> (tempfile::TempDir, Run) {
     let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
     let port = free_port();
     let baseline = dir.path().join("baseline.json");
-    let first =
-        run_profile(profile, port, &dir.path().join("first"), &["--write-baseline", baseline.to_str().unwrap()]);
+    let first_extra: Vec<&str> = match via {
+        Via::File => vec!["--write-baseline", baseline.to_str().unwrap()],
+        Via::Store => vec!["--promote", "--trusted", "--note", "real first run"],
+    };
+    let first = run_profile(profile, port, &dir.path().join("first"), &first_extra, &store);
     assert_server_gone(port);
     assert_eq!(first.code, 0, "{}", first.explain());
     assert_eq!(first.verdict(), "warn", "first run has no baseline\n{}", first.explain());
     assert!(first.has_finding("no-baseline"));
+    assert!(first.stdout.contains("no baseline yet"), "{}", first.explain());
     assert_whole_suite_answered(&first);
-    assert!(baseline.is_file());
+    let second_extra: Vec<&str> = match via {
+        Via::File => {
+            assert!(baseline.is_file());
+            vec!["--baseline", baseline.to_str().unwrap()]
+        }
+        Via::Store => {
+            assert!(first.stdout.contains(&format!("promoted: #1 of profile `{profile}`")), "{}", first.explain());
+            vec![]
+        }
+    };
 
-    let second = run_profile(profile, port, &dir.path().join("second"), &["--baseline", baseline.to_str().unwrap()]);
+    let second = run_profile(profile, port, &dir.path().join("second"), &second_extra, &store);
     assert_server_gone(port);
     assert_eq!(second.code, 0, "{}", second.explain());
-    assert_whole_suite_answered(&second);
+    if via == Via::Store {
+        let named = format!("baseline: #1 of profile `{profile}`, promoted ");
+        assert!(second.stderr.contains(&named), "the baseline is named\n{}", second.explain());
+        assert!(second.stderr.contains("(manual): \"real first run\""), "{}", second.explain());
+        assert_eq!(
+            second.record.as_ref().unwrap()["baseline"]["identity_digest"],
+            first.record.as_ref().unwrap()["identity_digest"]
+        );
+    }
     // Same server, same model, greedy: every answer and check must agree with the baseline, so the verdict is pass.
     // One exception is stated rather than hidden: on a shared VM, decode and load speed drift by more than 15 %
     // between minutes (DESIGN §8 measured 43–128 tok/s for one binary), so a speed warning alone is tolerated
@@ -99,16 +131,52 @@ fn gate_twice(profile: &str) {
     assert!(!report.contains("differs at char"), "{report}");
     let expected = record["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "expected-failure").count();
     assert_eq!(expected, 8, "the demo profile's declared failures fail as on the baseline");
+    (dir, first)
 }
 
 #[test]
-fn embedded_default_gate_passes_against_its_own_baseline() {
+fn embedded_default_gate_passes_against_its_promoted_baseline() {
     assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
-    gate_twice("default");
+    let (dir, first) = gate_twice("default", Via::Store);
+
+    // The same profile with one server argument changed is another identity: comparing it with the first run is
+    // refused before any server starts, naming the argument.
+    let embedded = gauntlet(&["default-manifest"], &[], Duration::from_secs(30));
+    let manifest = String::from_utf8(embedded.stdout).unwrap().replacen(
+        "server_arguments = [\"-c\", \"4096\"",
+        "server_arguments = [\"-c\", \"2048\"",
+        1,
+    );
+    assert!(manifest.contains("\"2048\""));
+    let path = dir.path().join("changed.toml");
+    std::fs::write(&path, format!("root = {:?}\n{manifest}", home().display().to_string())).unwrap();
+    let port = free_port();
+    let out = dir.path().join("changed");
+    let output = gauntlet(
+        &[
+            "run",
+            "--manifest",
+            path.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+            "--out",
+            out.to_str().unwrap(),
+            "--baseline",
+            first.out.join("run.json").to_str().unwrap(),
+        ],
+        &[("GAUNTLET_HOME", home().to_str().unwrap())],
+        Duration::from_secs(60),
+    );
+    let refused = finish(output, &out);
+    assert_eq!(refused.code, 2, "{}", refused.explain());
+    assert!(refused.stderr.contains("refusing to compare with baseline"), "{}", refused.explain());
+    assert!(refused.stderr.contains("recipe.server_arguments[1]: 4096 → 2048"), "{}", refused.explain());
+    assert!(refused.record.is_none(), "nothing ran");
+    assert_server_gone(port);
 }
 
 #[test]
 fn native_llama_server_gate_passes_against_its_own_baseline() {
     assert!(home().join("bin/llama-server").exists(), "run scripts/setup.sh --native first");
-    gate_twice("native");
+    gate_twice("native", Via::File);
 }

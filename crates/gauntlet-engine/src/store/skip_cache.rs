@@ -8,7 +8,8 @@ use std::process::Command;
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 use serde_json::json;
 
-use crate::identity::canonical;
+use crate::identity::{Identity, canonical};
+use crate::manifest::{Profile, Target};
 use crate::util::{sha256_file, sha256_hex, write_atomic};
 
 /// The parts of the key, recorded beside the entry so a hit can say why it matched.
@@ -33,6 +34,29 @@ impl CacheKey {
             "gauntlet": self.gauntlet_version,
         });
         sha256_hex(canonical(&v).as_bytes())
+    }
+}
+
+impl CacheKey {
+    /// The key of a run of `profile` (whose identity is `identity`) on the source tree in `source`, compared with
+    /// the baseline of digest `baseline_digest` (`none` without one).
+    pub fn for_run(
+        profile: &Profile,
+        identity: &Identity,
+        source: &Path,
+        baseline_digest: &str,
+    ) -> Result<CacheKey, String> {
+        Ok(CacheKey {
+            source_tree: source_tree_hash(source)?,
+            identity_digest: identity.digest.clone(),
+            model_stat: match &profile.target {
+                Target::Spawn(s) => model_stat(&s.model.path),
+                Target::Attach(a) => a.base_url.clone(),
+            },
+            runtime: canonical(&identity.runtime),
+            baseline_digest: baseline_digest.to_owned(),
+            gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        })
     }
 }
 

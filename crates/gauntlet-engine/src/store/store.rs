@@ -192,6 +192,34 @@ impl Store {
         Ok(Some((entry, record)))
     }
 
+    /// The newest promotion of a profile name under any identity other than `except`: what a run of a changed
+    /// configuration would have compared with, so it can say why it has no baseline.
+    pub fn latest_of_profile(
+        &self,
+        profile: &str,
+        except: &str,
+    ) -> Result<Option<(HistoryEntry, RunRecord)>, StoreError> {
+        let mut newest: Option<HistoryEntry> = None;
+        for id in self.identities()? {
+            if id == except {
+                continue;
+            }
+            if let Some(last) = self.history(&id)?.pop()
+                && last.profile == profile
+                && newest.as_ref().is_none_or(|n| last.promoted_at > n.promoted_at)
+            {
+                newest = Some(last);
+            }
+        }
+        match newest {
+            Some(entry) => {
+                let record = self.read_record(&entry.record)?;
+                Ok(Some((entry, record)))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Identity digests that have a history.
     pub fn identities(&self) -> Result<Vec<String>, StoreError> {
         let dir = self.root.join("history");

@@ -45,7 +45,7 @@ pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> 
         None => out.push(Finding {
             kind: "no-baseline".into(),
             severity: Severity::Warn,
-            message: "no baseline yet: answers were checked but not compared (write one with --write-baseline)".into(),
+            message: "no baseline yet: answers were checked but not compared (promote a run with `gauntlet baseline promote`, or pass --write-baseline)".into(),
             case: None,
         }),
     }

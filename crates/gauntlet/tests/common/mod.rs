@@ -65,6 +65,16 @@ impl Run {
 
 /// Runs the gauntlet binary with `args`, killing it if it outlives `limit` (a hung gauntlet fails the test
 /// instead of hanging the suite).
+/// Every run gets a store and a home of its own unless the test names them: no test sees another's baselines,
+/// skip-cache or digest memos, and none writes into the user's `~/.cache/gauntlet`.
+pub fn isolate(cmd: &mut Command, env: &[(&str, &str)], scratch: &tempfile::TempDir) {
+    for (key, dir) in [("GAUNTLET_STORE", "store"), ("GAUNTLET_HOME", "home")] {
+        if !env.iter().any(|(k, _)| *k == key) {
+            cmd.env(key, scratch.path().join(dir));
+        }
+    }
+}
+
 pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let mut cmd = Command::new(workspace_bin("gauntlet"));
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -73,11 +83,8 @@ pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output 
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // Every run gets a store of its own unless the test names one: no test sees another's baselines.
     let scratch = tempfile::tempdir().expect("scratch store");
-    if !env.iter().any(|(k, _)| *k == "GAUNTLET_STORE") {
-        cmd.env("GAUNTLET_STORE", scratch.path().join("store"));
-    }
+    isolate(&mut cmd, env, &scratch);
     let mut child = cmd.spawn().expect("spawn gauntlet");
     let deadline = Instant::now() + limit;
     loop {
