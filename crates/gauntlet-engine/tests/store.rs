@@ -213,3 +213,28 @@ fn names_from_outside_never_become_paths() {
     assert!(store.read_record("../../etc/passwd").is_err());
     assert!(store.history("../x").is_err());
 }
+
+/// Paired baselines: the same recipe bound to another device is found (so a promotion from another commit can be
+/// warned about); a profile's newest baseline under another identity is found (so a run can say what changed).
+#[test]
+fn paired_baselines_and_the_profiles_other_identities() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut on_gpu = record(&["-c", "4096"], "gpu");
+    on_gpu.identity["binding"] = json!({"runtime": "cuda", "device": "H200"});
+    on_gpu.identity_digest = identity::digest(&on_gpu.identity);
+    let commit = |c: &str| Provenance { event: "push".into(), commit: Some(c.into()), ..Provenance::default() };
+    let cpu_entry = store.promote(&record(&["-c", "4096"], "cpu"), commit("aaa"), "cpu").unwrap();
+    let gpu_entry = store.promote(&on_gpu, commit("bbb"), "gpu").unwrap();
+    assert_eq!(cpu_entry.recipe_digest, gpu_entry.recipe_digest);
+    let paired = store.paired(&gpu_entry).unwrap();
+    assert_eq!(paired.len(), 1);
+    assert_eq!(paired[0].provenance.commit.as_deref(), Some("aaa"), "the pair comes from another commit");
+    let other_recipe = store.promote(&record(&["-c", "2048"], "x"), commit("ccc"), "other").unwrap();
+    assert!(store.paired(&other_recipe).unwrap().is_empty(), "another recipe is not a pair");
+
+    let (entry, found) = store.latest_of_profile("p", &other_recipe.identity_digest).unwrap().unwrap();
+    assert_ne!(entry.identity_digest, other_recipe.identity_digest);
+    assert_eq!(found.identity_digest, entry.identity_digest);
+    assert!(store.latest_of_profile("nobody", "").unwrap().is_none());
+}
