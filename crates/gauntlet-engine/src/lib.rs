@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod sentry;
 pub mod server;
 pub mod store;
 pub mod suite;

@@ -112,6 +112,7 @@ fn record() -> (RunRecord, RunRecord) {
             started_at: "2026-11-30T08:00:00.000Z".into(),
             identity_digest: "abc".into(),
         }),
+        sentry: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

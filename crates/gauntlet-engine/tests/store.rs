@@ -54,6 +54,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
             expected_failures: Vec::new(),
         },
         baseline: None,
+        sentry: None,
     }
 }
 

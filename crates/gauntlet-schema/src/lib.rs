@@ -9,10 +9,11 @@ use serde_json::Value;
 
 /// Version of `run.json` this gauntlet writes.
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 2;
+pub const RUN_RECORD_VERSION: u32 = 3;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2];
+/// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -80,6 +81,61 @@ pub struct RunRecord {
     pub thresholds: Thresholds,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineRef>,
+    /// What the sentry saw around the run: the kernel-log bracket and the wait for a busy GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentry: Option<SentryRecord>,
+}
+
+/// The kernel-log bracket of one run and the GPU-busy wait before it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SentryRecord {
+    /// `clean`, `fault`, `incomplete` (records lost or the reader failed) or `blind` (could not read; `reason`).
+    pub kernel_log: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    #[serde(default)]
+    pub kernel_records: u64,
+    #[serde(default)]
+    pub lost_records: u64,
+    #[serde(default)]
+    pub ignored_userspace_records: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// Fault lines already in the kernel log before the run: the machine's state, not this run's faults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_run: Vec<KernelHit>,
+    /// Fault lines logged during the run, and the runtime's own fault lines from the server's stderr.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hits: Vec<KernelHit>,
+    /// Seconds spent waiting for other users of the GPU to leave, and who they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_wait_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_holders_seen: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelHit {
+    /// `kmsg` or `stderr`.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    pub pattern: String,
+    /// `device`, `app` or `warn`.
+    pub class: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    /// Attributed to our server (its pid or process name), or to its device.
+    pub ours: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use gauntlet_engine::manifest::{Manifest, Target};
-use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
+use gauntlet_engine::run::{GateError, GateOptions, run_gate, write_baseline, write_outputs};
 use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
@@ -308,7 +308,18 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         identity: &identity,
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
     };
-    let record = run_gate(&profile, &opts, &mut view).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let record = match run_gate(&profile, &opts, &mut view) {
+        Ok(r) => r,
+        Err(GateError::GpuBusy(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            return Ok(exit::SKIP);
+        }
+        Err(GateError::GpuUnknown(why)) => {
+            eprintln!("gauntlet: failed closed: {why}");
+            return Ok(exit::FAIL);
+        }
+        Err(e) => return Err(Failure::BadInput(e.to_string())),
+    };
     write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
         .map_err(|e| Failure::Internal(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);

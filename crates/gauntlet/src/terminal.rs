@@ -90,6 +90,7 @@ impl Reporter for View {
                 }
             }
             RunEvent::Finished { .. } => {}
+            RunEvent::Note(text) => self.line(&format!("gauntlet: {text}")),
         }
     }
 }

@@ -773,3 +773,114 @@ fn skip_cache_hit_miss_and_warn_not_cached() {
     }
     assert_eq!(entries(), 3, "a warn is never remembered");
 }
+
+fn run_with_env(f: &Fixture, out: &str, env: &[(&str, &str)]) -> Run {
+    let manifest = f.write();
+    let out = f.path().join(out);
+    let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let run = finish(gauntlet(&args, env, Duration::from_secs(90)), &out);
+    assert_no_survivors(&f.tag);
+    run
+}
+
+/// A fake GPU (`$GAUNTLET_FAKE_GPU`) with an identity and the given holders.
+fn fake_gpu(root: &Path, holders: &[(u32, &str)]) -> PathBuf {
+    let dir = root.join("fake-gpu");
+    std::fs::create_dir_all(dir.join("holders")).unwrap();
+    std::fs::write(
+        dir.join("identity.json"),
+        r#"{"vendor": "nvidia", "name": "NVIDIA H200", "driver": "580.159.04", "pci_bus_id": "00000000:00:06.0", "memory_total_bytes": 150754820096}"#,
+    )
+    .unwrap();
+    for (pid, name) in holders {
+        std::fs::write(dir.join("holders").join(pid.to_string()), name).unwrap();
+    }
+    dir
+}
+
+/// Another process on the GPU: the run waits (bounded), then skips with exit 3 naming it; freed during the
+/// wait, the run goes ahead and records the wait; when nobody can tell, it fails closed.
+#[test]
+fn busy_gpu_skips_waits_or_fails_closed() {
+    let mut f = Fixture::new("busy").profile("device = \"nvidia:0\"\nbusy_wait = \"1s\"");
+    let gpu = fake_gpu(f.path(), &[(4242, "python3")]);
+    let env = [("GAUNTLET_FAKE_GPU", gpu.to_str().unwrap())];
+    let skipped = run_with_env(&f, "busy", &env);
+    assert_eq!(skipped.code, 3, "{}", skipped.explain());
+    assert!(skipped.stderr.contains("nvidia:0 is still in use after 1s: pid 4242 (python3)"), "{}", skipped.explain());
+    assert!(skipped.record.is_none(), "nothing was started");
+
+    f.profile_extra = "device = \"nvidia:0\"\nbusy_wait = \"30s\"\n".into();
+    let holder = gpu.join("holders/4242");
+    let freer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(700));
+        std::fs::remove_file(holder).unwrap();
+    });
+    let waited = run_with_env(&f, "waited", &env);
+    freer.join().unwrap();
+    assert_eq!(waited.code, 0, "{}", waited.explain());
+    let sentry = &waited.record.as_ref().unwrap()["sentry"];
+    assert!(sentry["gpu_wait_seconds"].as_f64().unwrap() >= 0.5, "{sentry}");
+    assert_eq!(sentry["gpu_holders_seen"][0], "pid 4242 (python3)");
+    let record = waited.record.as_ref().unwrap();
+    assert_eq!(record["identity"]["binding"]["device"], "NVIDIA H200", "the GPU is part of the identity");
+    assert_eq!(record["runtime"]["gpu"]["driver"], "580.159.04", "the driver is a runtime fact");
+
+    std::fs::write(gpu.join("unknown"), "NVML: insufficient permissions").unwrap();
+    let unknown = run_with_env(&f, "unknown", &env);
+    assert_eq!(unknown.code, 1, "{}", unknown.explain());
+    assert!(
+        unknown.stderr.contains("failed closed: cannot tell whether nvidia:0 is free: NVML: insufficient permissions")
+    );
+}
+
+/// A GPU fault logged by the kernel during the run, naming our server's pid, fails the run; the same fault of
+/// another process only warns. The kernel log is a file standing in for /dev/kmsg.
+#[test]
+fn kernel_fault_of_our_server_fails_the_run() {
+    let f = Fixture::new("xid").profile("device = \"nvidia:0\"").fault(&["--token-delay-ms", "25"]);
+    let gpu = fake_gpu(f.path(), &[]);
+    for (ours, expect_code) in [(true, 1), (false, 0)] {
+        let kmsg = f.path().join(format!("kmsg-{ours}"));
+        std::fs::write(&kmsg, "6,100,1,-;NVRM: loading NVIDIA UNIX Open Kernel Module\n").unwrap();
+        let tag = f.tag.clone();
+        let kmsg_w = kmsg.clone();
+        let writer = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let pid = loop {
+                if let Some(pid) = common::processes_tagged(&tag).first() {
+                    break *pid;
+                }
+                assert!(std::time::Instant::now() < deadline, "server never started");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let pid = if ours { pid } else { 1 };
+            let line =
+                format!("3,101,2,-;NVRM: Xid (PCI:0000:00:06): 13, pid={pid}, name=whoever, Graphics Exception\n");
+            let mut file = std::fs::OpenOptions::new().append(true).open(&kmsg_w).unwrap();
+            std::io::Write::write_all(&mut file, line.as_bytes()).unwrap();
+        });
+        let env = [("GAUNTLET_FAKE_GPU", gpu.to_str().unwrap()), ("GAUNTLET_KMSG_FILE", kmsg.to_str().unwrap())];
+        let run = run_with_env(&f, &format!("out-{ours}"), &env);
+        writer.join().unwrap();
+        assert_eq!(run.code, expect_code, "{}", run.explain());
+        let sentry = &run.record.as_ref().unwrap()["sentry"];
+        assert_eq!(sentry["kernel_log"], "fault", "{sentry}");
+        assert_eq!(sentry["hits"][0]["ours"], ours, "{sentry}");
+        assert_eq!(sentry["hits"][0]["device"], "0000:00:06.0");
+        let fault = &run.findings("kernel-fault")[0];
+        assert_eq!(fault["severity"], if ours { "fail" } else { "warn" }, "{fault}");
+    }
+}
+
+/// Against this machine's real /dev/kmsg, a run is bracketed and clean.
+#[test]
+fn real_kernel_log_brackets_a_run() {
+    let f = Fixture::new("kmsg");
+    let run = f.run(&[]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let sentry = &run.record.as_ref().unwrap()["sentry"];
+    assert_eq!(sentry["kernel_log"], "clean", "needs a readable /dev/kmsg (root or CAP_SYSLOG): {sentry}");
+    assert!(sentry["boot_id"].as_str().is_some_and(|b| b.len() > 10), "{sentry}");
+    assert!(run.record.as_ref().unwrap()["runtime"]["cpu"]["model"].as_str().is_some_and(|m| !m.is_empty()));
+}

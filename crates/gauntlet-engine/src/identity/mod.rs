@@ -132,10 +132,20 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
             json!({}),
         ),
     };
+    let (recipe, mut runtime) = (recipe, runtime);
+    let cpu = crate::sentry::gpu::cpu_identity(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
+    let gpu = match crate::sentry::gpu::probe().identity(&profile.device) {
+        Ok(v) => v,
+        Err(e) => json!({"error": e}),
+    };
+    runtime["cpu"] = cpu;
+    if profile.device.is_gpu() {
+        runtime["gpu"] = gpu.clone();
+    }
     let value = json!({
         "identity_version": IDENTITY_VERSION,
         "recipe": recipe,
-        "binding": binding(),
+        "binding": binding(&profile.device, &gpu),
         "suite": suite,
         "workload": workload,
     });
@@ -143,10 +153,23 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
     Ok(Identity { value, digest, runtime })
 }
 
-/// Where it runs. On a CPU machine: the processor model and architecture (it changes numerics and speed).
-fn binding() -> Value {
+/// Where it runs. On a CPU machine: the processor model and architecture (it changes numerics and speed). On a
+/// GPU: its kind (board name, memory size, AMD gfx target); the driver, VBIOS and power limit are runtime facts
+/// that only warn, and the UUID is not identity at all (two identical boards share baselines).
+fn binding(device: &crate::sentry::gpu::Device, gpu: &Value) -> Value {
     let env = crate::util::environment();
-    json!({"runtime": "cpu", "device": env.cpu_model, "arch": env.arch, "visible_devices": Value::Null})
+    match device {
+        crate::sentry::gpu::Device::Cpu => {
+            json!({"runtime": "cpu", "device": env.cpu_model, "arch": env.arch, "visible_devices": Value::Null})
+        }
+        d => json!({
+            "runtime": if matches!(d, crate::sentry::gpu::Device::Nvidia(_)) { "cuda" } else { "rocm" },
+            "device": gpu.get("name").or_else(|| gpu.get("gfx_target")).cloned().unwrap_or(Value::Null),
+            "memory_total_bytes": gpu.get("memory_total_bytes").cloned().unwrap_or(Value::Null),
+            "arch": env.arch,
+            "visible_devices": d.label(),
+        }),
+    }
 }
 
 /// Every field that differs, as `path: old → new`, split into those that refuse a comparison (identity) and

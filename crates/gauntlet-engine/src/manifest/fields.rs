@@ -79,6 +79,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    pub fn boolean(&self, p: &mut Problems, key: &str) -> Option<bool> {
+        match self.get(key)? {
+            Value::Boolean(b) => Some(*b),
+            other => {
+                self.expected(p, key, "true or false", other);
+                None
+            }
+        }
+    }
+
     pub fn required_string(&self, p: &mut Problems, key: &str) -> Option<String> {
         if !self.has(key) {
             p.error(&self.at(key), "required");

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use crate::sentry::gpu::Device;
+
 use gauntlet_schema::Thresholds;
 use toml::Table;
 
@@ -48,6 +50,12 @@ pub struct Profile {
     pub request_timeout: Duration,
     pub suite_budget: Duration,
     pub stop_grace: Duration,
+    /// The device the server runs on: `cpu`, `nvidia:N`, `amd:N` (busy wait, runtime identity, fault attribution).
+    pub device: Device,
+    /// How long to wait for other users of the GPU to leave before skipping.
+    pub busy_wait: Duration,
+    /// Take a host-wide lock on the GPU for the whole run.
+    pub gpu_lock: bool,
     pub thresholds: Thresholds,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
@@ -345,6 +353,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "stop_grace",
             "verdict",
             "expected_failures",
+            "device",
+            "busy_wait",
+            "gpu_lock",
         ],
     );
     let errors_before = p.errors.len();
@@ -456,6 +467,22 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     let request_timeout = r.duration(p, "request_timeout", hour).unwrap_or(Duration::from_secs(120));
     let suite_budget = r.duration(p, "suite_budget", 4 * hour).unwrap_or(Duration::from_secs(300));
     let stop_grace = r.duration(p, "stop_grace", Duration::from_secs(600)).unwrap_or(Duration::from_secs(30));
+    let device = match r.string(p, "device") {
+        None => Device::Cpu,
+        Some(d) => Device::parse(&d).unwrap_or_else(|e| {
+            p.error(&r.at("device"), e);
+            Device::Cpu
+        }),
+    };
+    let busy_wait = r.duration(p, "busy_wait", Duration::from_secs(3600)).unwrap_or(Duration::from_secs(240));
+    let gpu_lock = r.boolean(p, "gpu_lock").unwrap_or(false);
+    if !device.is_gpu() {
+        for key in ["busy_wait", "gpu_lock"] {
+            if r.has(key) {
+                p.error(&r.at(key), "needs a GPU `device` (\"nvidia:N\" or \"amd:N\")");
+            }
+        }
+    }
     let mut thresholds = Thresholds {
         min_pass_rate: 0.5,
         fail_regressions: 2,
@@ -509,6 +536,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         request_timeout,
         suite_budget,
         stop_grace,
+        device,
+        busy_wait,
+        gpu_lock,
         thresholds,
         features: declared,
         missing,

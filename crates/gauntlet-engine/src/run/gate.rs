@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
+use crate::sentry::kmsg::{self, Bracket};
+use crate::sentry::{Ours, gpu};
 use crate::server::{ServerProcess, SpawnError, StopOutcome, describe_exit};
 use crate::suite::{evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
@@ -22,13 +24,29 @@ use crate::verdict;
 /// Progress, for whatever view the caller has (terminal bar, plain lines, nothing).
 #[derive(Debug, Clone)]
 pub enum RunEvent {
-    Started { profile: String, cases: usize, base_url: String },
+    Started {
+        profile: String,
+        cases: usize,
+        base_url: String,
+    },
     Loading,
-    Loaded { seconds: Option<f64> },
-    LoadFailed { reason: String },
-    CaseFinished { index: usize, total: usize, case: Box<CaseRecord> },
+    Loaded {
+        seconds: Option<f64>,
+    },
+    LoadFailed {
+        reason: String,
+    },
+    CaseFinished {
+        index: usize,
+        total: usize,
+        case: Box<CaseRecord>,
+    },
     Stopping,
-    Finished { verdict: Verdict },
+    Finished {
+        verdict: Verdict,
+    },
+    /// Something worth a line of its own (the GPU was busy and freed, say).
+    Note(String),
 }
 
 pub trait Reporter {
@@ -50,6 +68,12 @@ pub enum GateError {
     ApiKey(String),
     #[error("cannot create output directory `{path}`: {source}")]
     Out { path: PathBuf, source: std::io::Error },
+    /// Someone else still holds the GPU after the wait: the run is skipped, not failed.
+    #[error("{0}")]
+    GpuBusy(String),
+    /// Whether the GPU is free cannot be told: fail closed rather than measure on a shared device.
+    #[error("{0}")]
+    GpuUnknown(String),
 }
 
 pub struct GateOptions<'a> {
@@ -99,6 +123,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         },
         Target::Spawn(_) => None,
     };
+    let (_gpu_lock, gpu_wait) = claim_device(profile, reporter)?;
+    let bracket = open_kernel_log();
     let (base_url, mut process, command) = match &profile.target {
         Target::Spawn(s) => {
             crate::server::install_signal_forwarding();
@@ -242,6 +268,26 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         Some(p) => stop_server(p, profile.stop_grace, crashed, loaded, &mut life),
     };
     drop(rt);
+    let observed = bracket.map(|b| b.finish(KERNEL_LOG_GRACE));
+    let ours = Ours {
+        pids: process.as_ref().map(|p| vec![p.pid()]).unwrap_or_default(),
+        names: match &profile.target {
+            Target::Spawn(s) => {
+                s.binary.file_name().map(|n| n.to_string_lossy().chars().take(15).collect()).into_iter().collect()
+            }
+            Target::Attach(_) => Vec::new(),
+        },
+        bdf: runtime["gpu"]["pci_bus_id"].as_str().map(crate::sentry::patterns::normalise_bdf),
+        on_gpu: profile.device.is_gpu(),
+    };
+    let stderr = process.as_ref().map(|p| read_tail(p.log_path(), 8 << 20)).unwrap_or_default();
+    let (mut sentry, sentry_findings) =
+        crate::sentry::assess(observed.as_ref().map_err(String::as_str), &stderr, &ours);
+    if let Some((waited, seen)) = gpu_wait {
+        sentry.gpu_wait_seconds = Some(waited);
+        sentry.gpu_holders_seen = seen;
+    }
+    life.findings.extend(sentry_findings);
 
     let decode = decode_summary(&cases);
     let failed_lifecycle = life.findings.iter().any(|f| f.severity == Severity::Fail);
@@ -290,6 +336,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             started_at: b.started_at.clone(),
             identity_digest: b.identity_digest.clone(),
         }),
+        sentry: Some(sentry),
     };
     if process.is_none() {
         record.findings.push(Finding {
@@ -309,6 +356,70 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 }
 
 /// The server's own build string, when it reports one (llama.cpp: `/props` → `build_info`). Best effort, bounded.
+/// Teardown faults (NVIDIA Xid 45, amdgpu queue eviction failures, resets) are logged after the process exits.
+const KERNEL_LOG_GRACE: Duration = Duration::from_secs(1);
+
+/// `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names (fault-injection tests); `Err` = blind, with the reason.
+fn open_kernel_log() -> Result<Bracket, String> {
+    let source: Box<dyn kmsg::Source> = match std::env::var_os("GAUNTLET_KMSG_FILE").filter(|v| !v.is_empty()) {
+        Some(path) => {
+            Box::new(kmsg::FileSource::open(Path::new(&path)).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => Box::new(kmsg::DevKmsg::open()?),
+    };
+    Ok(Bracket::start(source, Path::new("/proc/sys/kernel/random/boot_id")))
+}
+
+/// The host lock (held for the run) and, on a GPU, the seconds waited and who held it meanwhile.
+type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
+
+/// On a GPU: take the host lock when asked, then wait (bounded) until no other process holds the device.
+fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claimed, GateError> {
+    if !profile.device.is_gpu() {
+        return Ok((None, None));
+    }
+    let label = profile.device.label();
+    let lock = if profile.gpu_lock {
+        let dir = std::env::var_os("GAUNTLET_LOCK_DIR").map(PathBuf::from).unwrap_or_else(|| {
+            if Path::new("/run/lock").is_dir() {
+                "/run/lock/gauntlet".into()
+            } else {
+                std::env::temp_dir().join("gauntlet-locks")
+            }
+        });
+        Some(gpu::lock_device(&dir, &profile.device, profile.busy_wait).map_err(GateError::GpuBusy)?)
+    } else {
+        None
+    };
+    let probe = gpu::probe();
+    let every = Duration::from_millis(500).min(profile.busy_wait / 4).max(Duration::from_millis(20));
+    match gpu::wait_until_free(probe.as_ref(), &profile.device, profile.busy_wait, every) {
+        gpu::Wait::Free { waited, seen } => {
+            if !seen.is_empty() {
+                reporter.event(&RunEvent::Note(format!("{label} was busy; free after {:.1}s", waited.as_secs_f64())));
+            }
+            Ok((lock, Some((waited.as_secs_f64(), seen.iter().map(ToString::to_string).collect()))))
+        }
+        gpu::Wait::Busy { waited, holders } => Err(GateError::GpuBusy(format!(
+            "{label} is still in use after {:.0}s: {}",
+            waited.as_secs_f64(),
+            holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        ))),
+        gpu::Wait::Unknown(why) => Err(GateError::GpuUnknown(format!("cannot tell whether {label} is free: {why}"))),
+    }
+}
+
+/// The last `limit` bytes of a file, lossily decoded (a server log can be large and is never trusted).
+fn read_tail(path: &Path, limit: u64) -> String {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(limit)));
+    let mut buf = Vec::new();
+    let _ = f.take(limit).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
 async fn server_build(client: &Client) -> Option<String> {
     let props = client.get_json("props", Duration::from_secs(2)).await.ok()?;
     let build = props.get("build_info")?.as_str()?;

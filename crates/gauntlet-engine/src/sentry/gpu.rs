@@ -1,0 +1,362 @@
+//! The GPU a profile is bound to: who else holds it, whether to wait, a host lock, and its runtime identity.
+//!
+//! Probes sit behind [`Probe`]: NVML (loaded at run time, so the binary runs where there is no NVIDIA library),
+//! AMD's KFD sysfs (read only: opening /dev/kfd would itself register us as a user), and a directory standing
+//! in for both in tests (`$GAUNTLET_FAKE_GPU`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// `device = "cpu" | "nvidia:N" | "amd:N"` in a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+    Nvidia(u32),
+    Amd(u32),
+}
+
+impl Device {
+    pub fn parse(s: &str) -> Result<Device, String> {
+        let bad = || format!("`{s}` is not a device: use \"cpu\", \"nvidia:N\" or \"amd:N\" (N = index)");
+        if s == "cpu" {
+            return Ok(Device::Cpu);
+        }
+        let (kind, index) = s.split_once(':').ok_or_else(bad)?;
+        let index: u32 = index.parse().map_err(|_| bad())?;
+        match kind {
+            "nvidia" => Ok(Device::Nvidia(index)),
+            "amd" => Ok(Device::Amd(index)),
+            _ => Err(bad()),
+        }
+    }
+
+    pub fn is_gpu(&self) -> bool {
+        !matches!(self, Device::Cpu)
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            Device::Cpu => "cpu".into(),
+            Device::Nvidia(i) => format!("nvidia:{i}"),
+            Device::Amd(i) => format!("amd:{i}"),
+        }
+    }
+}
+
+/// A process holding the GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Holder {
+    pub pid: u32,
+    pub name: String,
+    pub memory_bytes: Option<u64>,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({})", self.pid, if self.name.is_empty() { "?" } else { &self.name })?;
+        if let Some(m) = self.memory_bytes {
+            write!(f, " {} MiB", m >> 20)?;
+        }
+        Ok(())
+    }
+}
+
+pub trait Probe {
+    /// Every process holding the device; `Err` when it cannot be told (the caller fails closed).
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String>;
+    /// Driver, runtime and board facts of the device (warn-only runtime identity).
+    fn identity(&self, device: &Device) -> Result<Value, String>;
+}
+
+/// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one.
+pub fn probe() -> Box<dyn Probe> {
+    match std::env::var_os("GAUNTLET_FAKE_GPU").filter(|v| !v.is_empty()) {
+        Some(dir) => Box::new(DirProbe { dir: dir.into() }),
+        None => Box::new(RealProbe),
+    }
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_owned()).unwrap_or_default()
+}
+
+/// NVML for NVIDIA, sysfs for AMD.
+pub struct RealProbe;
+
+impl RealProbe {
+    fn nvml() -> Result<nvml_wrapper::Nvml, String> {
+        nvml_wrapper::Nvml::init()
+            .map_err(|e| format!("NVML unavailable ({e}): is the NVIDIA driver installed and libnvidia-ml.so visible?"))
+    }
+}
+
+impl Probe for RealProbe {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+        match device {
+            Device::Cpu => Ok(Vec::new()),
+            Device::Nvidia(i) => {
+                let nvml = Self::nvml()?;
+                let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
+                let procs =
+                    dev.running_compute_processes().map_err(|e| format!("nvidia:{i}: compute processes: {e}"))?;
+                let graphics = dev.running_graphics_processes().unwrap_or_default();
+                Ok(procs
+                    .into_iter()
+                    .chain(graphics)
+                    .map(|p| Holder {
+                        pid: p.pid,
+                        name: comm(p.pid),
+                        memory_bytes: match p.used_gpu_memory {
+                            nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+                            nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+                        },
+                    })
+                    .collect())
+            }
+            Device::Amd(i) => kfd_holders(Path::new("/sys/class/kfd/kfd"), *i),
+        }
+    }
+
+    fn identity(&self, device: &Device) -> Result<Value, String> {
+        match device {
+            Device::Cpu => Ok(Value::Null),
+            Device::Nvidia(i) => {
+                let nvml = Self::nvml()?;
+                let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
+                let ok = |r: Result<String, _>| r.ok();
+                Ok(json!({
+                    "vendor": "nvidia",
+                    "driver": nvml.sys_driver_version().ok(),
+                    "cuda_driver_version": nvml.sys_cuda_driver_version().ok(),
+                    "name": ok(dev.name()),
+                    "uuid": ok(dev.uuid()),
+                    "pci_bus_id": dev.pci_info().ok().map(|p| p.bus_id),
+                    "vbios": ok(dev.vbios_version()),
+                    "power_limit_watts": dev.enforced_power_limit().ok().map(|mw| mw as f64 / 1000.0),
+                    "ecc_enabled": dev.is_ecc_enabled().ok().map(|e| e.currently_enabled),
+                    "memory_total_bytes": dev.memory_info().ok().map(|m| m.total),
+                }))
+            }
+            Device::Amd(i) => amd_identity(Path::new("/sys/class/kfd/kfd"), Path::new("/opt/rocm/.info/version"), *i),
+        }
+    }
+}
+
+/// KFD lists every process with a compute context under `proc/<pid>`; a process's `vram_<gpu_id>` says which
+/// GPU. Without per-GPU files every KFD process counts (fail towards "busy").
+fn kfd_holders(kfd: &Path, index: u32) -> Result<Vec<Holder>, String> {
+    let procs = kfd.join("proc");
+    let gpu_id = kfd_nodes(kfd).get(index as usize).and_then(|n| read_trim(&n.join("gpu_id")));
+    let entries = match std::fs::read_dir(&procs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && kfd.exists() => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", procs.display())),
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let on_ours = match &gpu_id {
+            Some(id) => e.path().join(format!("vram_{id}")).exists() || !has_vram_files(&e.path()),
+            None => true,
+        };
+        if on_ours {
+            let memory_bytes =
+                gpu_id.as_ref().and_then(|id| read_trim(&e.path().join(format!("vram_{id}")))?.parse().ok());
+            out.push(Holder { pid, name: comm(pid), memory_bytes });
+        }
+    }
+    out.sort_by_key(|h| h.pid);
+    Ok(out)
+}
+
+fn has_vram_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("vram_")))
+        .unwrap_or(false)
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_owned())
+}
+
+/// KFD topology nodes that are GPUs (a CPU node has gpu_id 0), in index order.
+fn kfd_nodes(kfd: &Path) -> Vec<PathBuf> {
+    let mut nodes: Vec<(u32, PathBuf)> = std::fs::read_dir(kfd.join("topology/nodes"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+                .filter(|(_, p): &(u32, PathBuf)| read_trim(&p.join("gpu_id")).is_some_and(|g| g != "0"))
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    nodes.into_iter().map(|(_, p)| p).collect()
+}
+
+fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, String> {
+    let node =
+        kfd_nodes(kfd).get(index as usize).cloned().ok_or_else(|| format!("amd:{index}: no such KFD GPU node"))?;
+    let props = std::fs::read_to_string(node.join("properties")).map_err(|e| format!("{}: {e}", node.display()))?;
+    let prop = |key: &str| {
+        props.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')).map(|v| v.trim().to_owned()))
+    };
+    let gfx = prop("gfx_target_version").and_then(|v| v.parse::<u32>().ok()).map(|v| {
+        let (major, minor, step) = (v / 10000, (v / 100) % 100, v % 100);
+        format!("gfx{major}{minor}{step:x}")
+    });
+    Ok(json!({
+        "vendor": "amd",
+        "gfx_target": gfx,
+        "device_id": prop("device_id"),
+        "location_id": prop("location_id"),
+        "rocm_version": read_trim(rocm_version),
+        "amdgpu_driver": read_trim(Path::new("/sys/module/amdgpu/version")),
+        "kernel": read_trim(Path::new("/proc/sys/kernel/osrelease")),
+    }))
+}
+
+/// `$GAUNTLET_FAKE_GPU`: `holders/<pid>` files (content: process name), an `unknown` file (content: why the
+/// holders cannot be told), `identity.json`.
+pub struct DirProbe {
+    pub dir: PathBuf,
+}
+
+impl Probe for DirProbe {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+        if !device.is_gpu() {
+            return Ok(Vec::new());
+        }
+        if let Some(why) = read_trim(&self.dir.join("unknown")) {
+            return Err(why);
+        }
+        let mut out: Vec<Holder> = std::fs::read_dir(self.dir.join("holders"))
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let pid = e.file_name().to_str()?.parse().ok()?;
+                        Some(Holder { pid, name: read_trim(&e.path()).unwrap_or_default(), memory_bytes: None })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by_key(|h| h.pid);
+        Ok(out)
+    }
+
+    fn identity(&self, device: &Device) -> Result<Value, String> {
+        if !device.is_gpu() {
+            return Ok(Value::Null);
+        }
+        let path = self.dir.join("identity.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// How the wait for a free GPU ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wait {
+    Free { waited: Duration, seen: Vec<Holder> },
+    Busy { waited: Duration, holders: Vec<Holder> },
+    Unknown(String),
+}
+
+/// Polls until no process other than our own holds the device, for at most `limit`.
+pub fn wait_until_free(probe: &dyn Probe, device: &Device, limit: Duration, every: Duration) -> Wait {
+    let start = Instant::now();
+    let mut seen: Vec<Holder> = Vec::new();
+    loop {
+        let own = std::process::id();
+        let holders = match probe.holders(device) {
+            Ok(h) => h.into_iter().filter(|h| h.pid != own).collect::<Vec<_>>(),
+            Err(why) => return Wait::Unknown(why),
+        };
+        if holders.is_empty() {
+            return Wait::Free { waited: start.elapsed(), seen };
+        }
+        for h in &holders {
+            if !seen.iter().any(|s| s.pid == h.pid) {
+                seen.push(h.clone());
+            }
+        }
+        if start.elapsed() >= limit {
+            return Wait::Busy { waited: start.elapsed(), holders };
+        }
+        std::thread::sleep(every.min(limit.saturating_sub(start.elapsed())).max(Duration::from_millis(10)));
+    }
+}
+
+/// An exclusive host-wide lock for one device, held until dropped; two gauntlets never share a GPU.
+pub struct HostLock {
+    _file: std::fs::File,
+    pub path: PathBuf,
+}
+
+pub fn lock_device(dir: &Path, device: &Device, limit: Duration) -> Result<HostLock, String> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(format!("gpu-{}.lock", device.label().replace(':', "-")));
+    let file = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        // SAFETY: flock on an owned, open descriptor.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(HostLock { _file: file, path });
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "another gauntlet holds {} (lock {}) for longer than {}",
+                device.label(),
+                path.display(),
+                humantime::format_duration(limit)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// CPU facts that change numerics or speed: model and the SIMD flags kernels dispatch on.
+pub fn cpu_identity(cpuinfo: &str) -> Value {
+    const NUMERIC_FLAGS: &[&str] = &[
+        "sse4_2",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "avx512_vnni",
+        "avx512_bf16",
+        "avx512_fp16",
+        "avx_vnni",
+        "amx_tile",
+        "amx_bf16",
+        "amx_int8",
+    ];
+    let field = |key: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_owned())
+        })
+    };
+    let flags: Vec<&str> = field("flags")
+        .or_else(|| field("Features"))
+        .map(|f| {
+            let have: Vec<String> = f.split_whitespace().map(str::to_owned).collect();
+            NUMERIC_FLAGS.iter().copied().filter(|n| have.iter().any(|h| h == n)).collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "model": field("model name").or_else(|| field("Hardware")).unwrap_or_default(),
+        "numeric_flags": flags,
+        "logical_cpus": cpuinfo.lines().filter(|l| l.starts_with("processor")).count(),
+    })
+}

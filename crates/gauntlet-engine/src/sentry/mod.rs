@@ -1,0 +1,181 @@
+//! The sentry: what the kernel log, the server's stderr and the GPU say around a run (DESIGN §9).
+
+pub mod gpu;
+pub mod kmsg;
+pub mod patterns;
+
+use gauntlet_schema::{Finding, KernelHit, SentryRecord, Severity};
+
+use kmsg::Observed;
+use patterns::{Class, Match, Patterns};
+
+/// What identifies our server in a kernel line.
+#[derive(Debug, Clone, Default)]
+pub struct Ours {
+    pub pids: Vec<u32>,
+    /// Process names as the kernel prints them (comm: at most 15 bytes).
+    pub names: Vec<String>,
+    /// PCI address of the bound device, normalised (`0000:01:00.0`), when known.
+    pub bdf: Option<String>,
+    /// The profile runs on a GPU: being blind is then worth a warning.
+    pub on_gpu: bool,
+}
+
+impl Ours {
+    fn owns(&self, m: &Match) -> bool {
+        m.pid.is_some_and(|p| self.pids.contains(&p))
+            || m.process
+                .as_ref()
+                .is_some_and(|n| self.names.iter().any(|o| o == n || (n.len() >= 15 && o.starts_with(n.as_str()))))
+    }
+
+    fn other_device(&self, m: &Match) -> bool {
+        matches!((&self.bdf, &m.bdf), (Some(a), Some(b)) if a != b)
+    }
+}
+
+fn worst(matches: &[Match]) -> Option<&Match> {
+    matches.iter().filter(|m| m.class >= Class::Warn).max_by_key(|m| m.class)
+}
+
+fn hit(source: &str, seq: Option<u64>, m: &Match, text: &str, ours: bool) -> KernelHit {
+    KernelHit {
+        source: source.into(),
+        seq,
+        pattern: m.pattern.clone(),
+        class: m.class.as_str().into(),
+        text: text.chars().take(400).collect(),
+        device: m.bdf.clone(),
+        pid: m.pid,
+        process: m.process.clone(),
+        ours,
+    }
+}
+
+/// Turns a bracket (or the reason there is none) and the server's stderr into the run's sentry record and findings.
+pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (SentryRecord, Vec<Finding>) {
+    let patterns = Patterns::embedded();
+    let mut findings = Vec::new();
+    let mut finding = |kind: &str, severity: Severity, message: String| {
+        findings.push(Finding { kind: kind.into(), severity, message, case: None });
+    };
+    let mut rec = SentryRecord::default();
+
+    // The server's own fault lines (ROCr prints these to stderr, then aborts).
+    for line in stderr.lines() {
+        if let Some(m) = worst(&patterns.classify(line, true)) {
+            rec.hits.push(hit("stderr", None, m, line, true));
+        }
+    }
+
+    let obs = match observed {
+        Err(why) => {
+            rec.kernel_log = "blind".into();
+            rec.reason = Some(why.to_owned());
+            let severity = if ours.on_gpu { Severity::Warn } else { Severity::Info };
+            finding(
+                "kernel-log-blind",
+                severity,
+                format!("kernel log not watched, so GPU faults cannot be ruled out: {why}"),
+            );
+            None
+        }
+        Ok(o) => Some(o),
+    };
+    if let Some(o) = obs {
+        rec.first_seq = o.first_seq;
+        rec.last_seq = o.last_seq;
+        rec.kernel_records = o.during.len() as u64;
+        rec.lost_records = o.lost;
+        rec.ignored_userspace_records = o.ignored_userspace;
+        rec.boot_id = o.boot_id_before.clone();
+        for r in &o.before {
+            if let Some(m) = worst(&patterns.classify(&r.text, false)) {
+                rec.pre_run.push(hit("kmsg", Some(r.seq), &with_device(m, r), &r.text, false));
+            }
+        }
+        let mut last_fault: Option<usize> = None;
+        for r in &o.during {
+            let matches = patterns.classify(&r.text, false);
+            // "Process information: … pid N" names the process of the fault logged just before it.
+            if let Some(who) = matches.iter().find(|m| m.class == Class::Attribution)
+                && let Some(i) = last_fault
+                && rec.hits[i].pid.is_none()
+            {
+                rec.hits[i].pid = who.pid;
+                rec.hits[i].process = who.process.clone();
+                rec.hits[i].ours = ours.owns(who);
+                continue;
+            }
+            if let Some(m) = worst(&matches) {
+                let m = with_device(m, r);
+                let owned = ours.owns(&m) || (m.class == Class::Device && !ours.other_device(&m));
+                rec.hits.push(hit("kmsg", Some(r.seq), &m, &r.text, owned));
+                last_fault = Some(rec.hits.len() - 1);
+            }
+        }
+        let lost = o.lost > 0 || o.lost_unknown;
+        rec.kernel_log = if o.broken.is_some() || lost { "incomplete" } else { "clean" }.into();
+        if let Some(why) = &o.broken {
+            rec.reason = Some(why.clone());
+            finding("kernel-log-incomplete", Severity::Warn, format!("kernel log reader failed: {why}"));
+        } else if lost {
+            let n = if o.lost_unknown { "an unknown number of".to_owned() } else { o.lost.to_string() };
+            rec.reason = Some(format!("{n} kernel-log records were overwritten before they could be read"));
+            finding(
+                "kernel-log-incomplete",
+                Severity::Warn,
+                format!("{n} kernel-log records lost during the run: a fault among them cannot be ruled out"),
+            );
+        }
+        if o.boot_id_before != o.boot_id_after {
+            rec.reason = Some("boot_id changed: the machine rebooted during the run".into());
+            rec.kernel_log = "incomplete".into();
+            finding("host-rebooted", Severity::Fail, "the machine rebooted during the run (boot_id changed)".into());
+        }
+        if !rec.pre_run.is_empty() {
+            let worst_pre =
+                rec.pre_run.iter().map(|h| h.class.as_str()).max_by_key(|c| *c == "device").unwrap_or("warn");
+            let severity = if worst_pre == "device" && ours.on_gpu { Severity::Warn } else { Severity::Info };
+            finding(
+                "kernel-pre-run",
+                severity,
+                format!(
+                    "{} fault line(s) were already in the kernel log before the run (machine state, not this run's), first: {}",
+                    rec.pre_run.len(),
+                    rec.pre_run[0].text
+                ),
+            );
+        }
+    }
+    for h in &rec.hits {
+        let severity = match h.class.as_str() {
+            "device" if h.ours => Severity::Fail,
+            "app" if h.ours => Severity::Fail,
+            _ => Severity::Warn,
+        };
+        let whose = match (h.ours, &h.device) {
+            (true, _) => "ours".to_owned(),
+            (false, Some(d)) => format!("not attributed to our server; device {d}"),
+            (false, None) => "not attributed to our server".to_owned(),
+        };
+        finding(
+            if h.source == "stderr" { "runtime-fault" } else { "kernel-fault" },
+            severity,
+            format!("{} {} fault ({whose}): {}", h.pattern, h.class, h.text.replace('\n', " ⏎ ")),
+        );
+    }
+    if rec.kernel_log == "clean" && rec.hits.iter().any(|h| h.source == "kmsg") {
+        rec.kernel_log = "fault".into();
+    }
+    (rec, findings)
+}
+
+/// A `DEVICE=+pci:…` dictionary line names the device when the text does not.
+fn with_device(m: &Match, r: &kmsg::Record) -> Match {
+    let mut m = m.clone();
+    if m.bdf.is_none() {
+        m.bdf = r.pci_device().map(patterns::normalise_bdf);
+    }
+    m
+}
