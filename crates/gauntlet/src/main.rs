@@ -372,15 +372,7 @@ fn refuse_other_identity(
     let d =
         gauntlet_engine::identity::differences(&record.identity, &identity.value, &record.runtime, &identity.runtime);
     let mut msg = format!("refusing to compare with baseline `{origin}`: it has another identity");
-    for f in &d.refusing {
-        msg.push_str(&format!("\n  {f}"));
-    }
-    if !d.warning.is_empty() {
-        msg.push_str("\n(these only warn:)");
-        for f in &d.warning {
-            msg.push_str(&format!("\n  {f}"));
-        }
-    }
+    push_differences(&mut msg, &d);
     if let Ok(Some((entry, _))) = store.latest(&identity.digest) {
         msg.push_str(&format!("\nthe store has a baseline of this identity: {}", baseline::describe(&entry)));
     }
@@ -397,10 +389,21 @@ fn explain_missing_baseline(store: &Store, profile: &str, identity: &gauntlet_en
         "gauntlet: no baseline of this identity yet; the newest baseline of profile `{profile}` ({}) has another:",
         baseline::describe(&entry)
     );
-    for f in d.refusing.iter().chain(&d.warning) {
+    push_differences(&mut msg, &d);
+    eprintln!("{msg}");
+}
+
+/// One indented line per differing field; those that only warn under a heading of their own.
+fn push_differences(msg: &mut String, d: &gauntlet_engine::identity::Differences) {
+    for f in &d.refusing {
         msg.push_str(&format!("\n  {f}"));
     }
-    eprintln!("{msg}");
+    if !d.warning.is_empty() {
+        msg.push_str("\n(these only warn:)");
+        for f in &d.warning {
+            msg.push_str(&format!("\n  {f}"));
+        }
+    }
 }
 
 fn plan(args: PlanArgs) -> Result<u8, Failure> {

@@ -86,7 +86,7 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
     features.dedup();
     let suite = json!({"id": profile.suite.id, "version": profile.suite.version, "digest": profile.suite.digest});
     let workload = json!({"concurrency": 1, "temperature": 0, "max_tokens": "per case"});
-    let (recipe, runtime) = match &profile.target {
+    let (recipe, mut runtime) = match &profile.target {
         Target::Spawn(s) => {
             let fail = |reason: String| IdentityError { path: s.model.path.display().to_string(), reason };
             let meta = std::fs::metadata(&s.model.path).map_err(|e| fail(e.to_string()))?;
@@ -132,7 +132,6 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
             json!({}),
         ),
     };
-    let (recipe, mut runtime) = (recipe, runtime);
     let cpu = crate::sentry::gpu::cpu_identity(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
     let gpu = match crate::sentry::gpu::probe().identity(&profile.device) {
         Ok(v) => v,

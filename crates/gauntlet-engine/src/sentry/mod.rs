@@ -134,9 +134,8 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
             finding("host-rebooted", Severity::Fail, "the machine rebooted during the run (boot_id changed)".into());
         }
         if !rec.pre_run.is_empty() {
-            let worst_pre =
-                rec.pre_run.iter().map(|h| h.class.as_str()).max_by_key(|c| *c == "device").unwrap_or("warn");
-            let severity = if worst_pre == "device" && ours.on_gpu { Severity::Warn } else { Severity::Info };
+            let device_fault = rec.pre_run.iter().any(|h| h.class == "device");
+            let severity = if device_fault && ours.on_gpu { Severity::Warn } else { Severity::Info };
             finding(
                 "kernel-pre-run",
                 severity,

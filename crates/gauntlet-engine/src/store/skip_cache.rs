@@ -24,16 +24,20 @@ pub struct CacheKey {
 }
 
 impl CacheKey {
-    pub fn digest(&self) -> String {
-        let v = json!({
+    /// The key's parts as canonical JSON: hashed into the entry's name, and written beside it.
+    fn canonical(&self) -> String {
+        canonical(&json!({
             "source_tree": self.source_tree,
             "identity": self.identity_digest,
             "model": self.model_stat,
             "runtime": self.runtime,
             "baseline": self.baseline_digest,
             "gauntlet": self.gauntlet_version,
-        });
-        sha256_hex(canonical(&v).as_bytes())
+        }))
+    }
+
+    pub fn digest(&self) -> String {
+        sha256_hex(self.canonical().as_bytes())
     }
 }
 
@@ -86,11 +90,7 @@ pub fn remember(cache: &Path, key: &CacheKey, record: &RunRecord, report: &str) 
     let dir = cache.join(key.digest());
     std::fs::create_dir_all(&dir)?;
     write_atomic(&dir.join("report.md"), report.as_bytes())?;
-    let key_json = json!({
-        "source_tree": key.source_tree, "identity": key.identity_digest, "model": key.model_stat,
-        "runtime": key.runtime, "baseline": key.baseline_digest, "gauntlet": key.gauntlet_version,
-    });
-    write_atomic(&dir.join("key.json"), canonical(&key_json).as_bytes())?;
+    write_atomic(&dir.join("key.json"), key.canonical().as_bytes())?;
     // run.json last: its presence is what makes the entry visible.
     write_atomic(&dir.join("run.json"), &serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?)?;
     Ok(true)
