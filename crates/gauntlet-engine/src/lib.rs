@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod compare;
+pub mod doctor;
 pub mod identity;
 pub mod manifest;
 pub mod plan;

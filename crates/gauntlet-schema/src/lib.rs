@@ -9,11 +9,11 @@ use serde_json::Value;
 
 /// Version of `run.json` this gauntlet writes.
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 3;
+pub const RUN_RECORD_VERSION: u32 = 4;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -116,6 +116,16 @@ pub struct SentryRecord {
     pub gpu_wait_seconds: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_holders_seen: Vec<String>,
+    /// Kernel records already in the buffer when the bracket opened: the machine's history (boot lines, earlier
+    /// faults), never this run's. Those that match a fault pattern are listed in `pre_run`. (Since version 4.)
+    #[serde(default)]
+    pub pre_run_records: u64,
+    /// On a GPU, after the suite: the server's processes that held the device and the memory they held. Empty
+    /// when none did (it computed elsewhere) or it could not be told (see the findings). (Since version 4.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_gpu_pids: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_gpu_memory_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -54,6 +54,19 @@ enum Command {
     Baseline(BaselineCommand),
     /// Which profiles does a change concern? Maps changed paths to profiles through the manifest's [plan].
     Plan(PlanArgs),
+    /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
+    /// model, port, store. One line each, with the fix. Exit 1 when something would make a run fail.
+    Doctor {
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        #[arg(long, short)]
+        profile: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// Print the checks and the runtime facts (CPU, GPU) as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -181,6 +194,9 @@ fn main() -> ExitCode {
         }
         Command::Baseline(cmd) => baseline::command(cmd),
         Command::Plan(args) => plan(args),
+        Command::Doctor { manifest, profile, store, json } => {
+            doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -226,6 +242,24 @@ fn check(path: Option<&Path>) -> Result<u8, Failure> {
         }
     }
     Ok(if problems == 0 { exit::OK } else { exit::BAD_INPUT })
+}
+
+fn doctor(path: Option<&Path>, profile: Option<&str>, store: Option<&Path>, json: bool) -> Result<u8, Failure> {
+    use gauntlet_engine::doctor::{self, Hints, Status};
+    let manifest = load_manifest(path)?;
+    let profile = manifest.select_unchecked(profile).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let store_dir = default_store_dir(store, manifest.store.as_deref());
+    let hints = Hints { setup: path.is_none().then_some("scripts/setup.sh --native") };
+    let exam = doctor::examine(profile, &gauntlet_engine::home_dir(), &store_dir, &hints);
+    let worst = exam.worst();
+    if json {
+        let text = serde_json::to_string_pretty(&exam).map_err(|e| Failure::Internal(e.to_string()))?;
+        println!("{text}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = terminal::doctor(&mut out, &exam, &manifest.origin);
+    }
+    Ok(if worst == Status::Fail { exit::FAIL } else { exit::OK })
 }
 
 fn run(args: RunArgs) -> Result<u8, Failure> {

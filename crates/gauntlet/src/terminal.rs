@@ -118,3 +118,27 @@ pub fn summary(out: &mut dyn Write, run: &RunRecord, dir: &Path) -> std::io::Res
     }
     writeln!(out, "report: {}", dir.join("report.md").display())
 }
+
+/// `gauntlet doctor`: one line per check, its fix indented under it, then the tally.
+pub fn doctor(out: &mut dyn Write, exam: &gauntlet_engine::doctor::Examination, origin: &str) -> std::io::Result<()> {
+    use gauntlet_engine::doctor::Status;
+    writeln!(out, "gauntlet doctor: profile `{}` ({origin}), device {}", exam.profile, exam.device)?;
+    for c in &exam.checks {
+        let status = match c.status {
+            Status::Ok => "ok  ",
+            Status::Warn => "warn",
+            Status::Fail => "FAIL",
+        };
+        writeln!(out, "  {status}  {:<13} {}", c.subject, c.detail)?;
+        if let Some(fix) = &c.fix {
+            writeln!(out, "        {:<13} fix: {fix}", "")?;
+        }
+    }
+    let count = |s: Status| exam.checks.iter().filter(|c| c.status == s).count();
+    let verdict = match exam.worst() {
+        Status::Fail => "a run would fail",
+        Status::Warn => "a run can go ahead, with the warnings above",
+        Status::Ok => "ready to run",
+    };
+    writeln!(out, "{} ok, {} warn, {} fail: {verdict}", count(Status::Ok), count(Status::Warn), count(Status::Fail))
+}

@@ -180,3 +180,24 @@ fn native_llama_server_gate_passes_against_its_own_baseline() {
     assert!(home().join("bin/llama-server").exists(), "run scripts/setup.sh --native first");
     gate_twice("native", Via::File);
 }
+
+/// Doctor on the installed embedded default: the real kernel log, this CPU, the real binaries and the pinned model.
+#[test]
+fn doctor_finds_the_installed_default_ready() {
+    let home = home();
+    for profile in ["default", "native"] {
+        let store = tempfile::tempdir().unwrap();
+        let env = [("GAUNTLET_STORE", store.path().to_str().unwrap()), ("GAUNTLET_HOME", home.to_str().unwrap())];
+        let out = gauntlet(&["doctor", "--profile", profile, "--json"], &env, Duration::from_secs(120));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_str(&stdout).unwrap();
+        let checks = v["checks"].as_array().unwrap();
+        let subjects: Vec<&str> = checks.iter().filter_map(|c| c["subject"].as_str()).collect();
+        assert_eq!(subjects, ["kernel log", "device", "server binary", "model", "port", "store"], "{stdout}");
+        assert!(checks.iter().all(|c| c["status"] == "ok"), "{profile}: {stdout}");
+        assert!(checks[0]["detail"].as_str().unwrap().starts_with("/dev/kmsg readable"), "{stdout}");
+        assert!(checks[3]["detail"].as_str().unwrap().contains("sha256 b179c9523d0e6a0f… matches the manifest"));
+        assert!(v["runtime"]["cpu"]["model"].as_str().is_some_and(|m| !m.is_empty()), "{stdout}");
+    }
+}

@@ -216,6 +216,12 @@ impl Manifest {
         Ok(profile)
     }
 
+    /// The profile by name (as `select` chooses it) even when files it needs are missing: `doctor` reports those
+    /// itself, one line each.
+    pub fn select_unchecked(&self, name: Option<&str>) -> Result<&Profile, ManifestError> {
+        self.select_name(name).map_err(|e| ManifestError { origin: self.origin.clone(), problems: vec![e] })
+    }
+
     fn select_name(&self, name: Option<&str>) -> Result<&Profile, String> {
         let names = || self.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
         let wanted = match (name, &self.default_profile) {
@@ -688,7 +694,7 @@ fn defined(doc: &Table, section: &str, name: &str) -> bool {
     doc.get(section).and_then(|s| s.as_table()).is_some_and(|t| t.contains_key(name))
 }
 
-fn executable_problem(file: &Path) -> Option<String> {
+pub(crate) fn executable_problem(file: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(file) {
         Err(_) => Some(format!("server binary `{}` does not exist", file.display())),

