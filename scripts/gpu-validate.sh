@@ -68,6 +68,21 @@ suite_budget = "300s"
 stop_grace = "10s"
 verdict = { min_pass_rate = 0.4 }
 expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+
+# The same server with the GPU hidden from it: it computes on the CPU, and the run must say so.
+[profiles.h200-hidden]
+model = "smollm2-135m"
+server = "llama-server-cuda"
+port = 18491
+server_arguments = ["-c", "4096", "-np", "1", "--no-webui", "-ngl", "99"]
+environment = { CUDA_VISIBLE_DEVICES = "" }
+device = "nvidia:0"
+busy_wait = "30s"
+load_timeout = "120s"
+request_timeout = "60s"
+suite_budget = "300s"
+stop_grace = "10s"
+verdict = { min_pass_rate = 0.4 }
 EOF
 }
 
@@ -121,14 +136,27 @@ run)
   hold_gpu 15 || exit 1
   "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200 --out "$GV/run1" --promote --trusted --note "H200 validation"
   echo "run 1 exit code: $?"
-  say "run 2: against run 1"
+  say "run 2: against run 1, with nvidia-smi sampling the GPU's processes meanwhile"
+  (for _ in $(seq 1 40); do nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader; sleep 0.5; done) \
+    >"$GV/smi.log" 2>&1 &
+  sampler=$!
   "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200 --out "$GV/run2"
   echo "run 2 exit code: $?"
-  for r in run1 run2; do
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  sort -u "$GV/smi.log"
+  say "run 3: the GPU hidden from the server (CUDA_VISIBLE_DEVICES=)"
+  "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200-hidden --out "$GV/run3"
+  echo "run 3 exit code: $?"
+  for r in run1 run2 run3; do
     cp "$GV/$r/run.json" "$OUT/$r.json"; cp "$GV/$r/report.md" "$OUT/$r.md"
   done
-  cp "$GV/run1/server.log" "$OUT/run1-server.log"
-  grep -iE 'offload|CUDA0|ggml_cuda_init' "$GV/run1/server.log" | head -8
+  cp "$GV/run3/server.log" "$OUT/run3-server.log"
+  python3 -c "
+import json
+for r in ['run1', 'run2', 'run3']:
+    s = json.load(open('$OUT/' + r + '.json'))['sentry']
+    print(r, {k: s.get(k) for k in ['kernel_log', 'pre_run_records', 'last_seq', 'gpu_wait_seconds', 'server_gpu_pids', 'server_gpu_memory_bytes']})
+"
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac

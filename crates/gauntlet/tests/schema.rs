@@ -81,3 +81,31 @@ fn every_profile_key_in_the_schema_is_known_to_the_loader() {
         assert!(!warnings.iter().any(|w| w.contains("unknown key")), "loader does not know `{key}`: {warnings:?}");
     }
 }
+
+/// The run records from the H200 validation (docs/validation/h200-2026-12-01) stay readable, and say what the
+/// closing note of the sentry issue quotes: the GPU identity, a clean bracket, the server's GPU use, and the
+/// warning when the GPU was hidden from the server.
+#[test]
+fn h200_validation_records_read_and_say_what_they_claim() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/validation/h200-2026-12-01");
+    let read = |name: &str| {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let record = gauntlet_schema::parse_run_record(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        (record, serde_json::from_str::<Value>(&text).unwrap())
+    };
+    for name in ["run1.json", "run2.json"] {
+        let (record, raw) = read(name);
+        let sentry = record.sentry.as_ref().unwrap();
+        assert_eq!(sentry.kernel_log, "clean", "{name}");
+        assert_eq!(sentry.pre_run_records, 359, "{name}: the boot log is pre-run state");
+        assert!(sentry.server_gpu_memory_bytes.is_some_and(|b| b > 100 << 20), "{name}");
+        assert_eq!(raw["runtime"]["gpu"]["name"], "NVIDIA H200");
+        assert_eq!(raw["runtime"]["gpu"]["driver"], "580.159.04");
+        assert!(!raw["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "server-not-on-gpu"), "{name}");
+    }
+    let (run1, _) = read("run1.json");
+    assert!(run1.sentry.as_ref().unwrap().gpu_wait_seconds.is_some_and(|s| s > 10.0), "run 1 waited for torch");
+    let (run3, raw3) = read("run3.json");
+    assert!(run3.sentry.as_ref().unwrap().server_gpu_pids.is_empty());
+    assert!(raw3["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "server-not-on-gpu"));
+}
