@@ -158,3 +158,103 @@ fn slow_load_needs_ratio_and_absolute_increase() {
     run.server.load_seconds = Some(1.2);
     assert!(!slow_load(&run, &base), "1.43× is under the 1.5× ratio");
 }
+
+/// Writes `record` (as profile `profile`, with `verdict` and only the findings that verdict allows) into
+/// `root/<profile>/run.json`, the way CI artifacts land side by side.
+fn shard(root: &std::path::Path, profile: &str, verdict: Verdict) {
+    let (mut run, _) = record();
+    run.profile = profile.into();
+    run.verdict = verdict;
+    let allowed = match verdict {
+        Verdict::Fail => Severity::Fail,
+        Verdict::Warn => Severity::Warn,
+        _ => Severity::Info,
+    };
+    run.findings.retain(|f| f.severity <= allowed);
+    let dir = root.join(format!("gauntlet-{profile}")).join("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), serde_json::to_string(&run).unwrap()).unwrap();
+}
+
+fn merged(root: &std::path::Path, expected: &[&str]) -> report::merge::Merged {
+    let expected: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    report::merge::merge(report::merge::collect(&[root.to_path_buf()]).unwrap(), &expected)
+}
+
+#[test]
+fn merge_folds_shards_into_the_worst_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    shard(dir.path(), "qwen", Verdict::Pass);
+    shard(dir.path(), "ds4", Verdict::Warn);
+    let m = merged(dir.path(), &["ds4", "qwen"]);
+    assert_eq!(m.verdict, Verdict::Warn);
+    assert!(m.problems.is_empty(), "{:?}", m.problems);
+    let md = m.markdown(Some("gauntlet-{profile}"));
+    assert!(md.starts_with("## gauntlet: WARN — 2 profile(s): 1 warn, 1 pass"), "{md}");
+    // Worst first: the warn row comes before the pass row, and the worst finding is named above the table.
+    assert!(md.find("| ds4 | warn |").unwrap() < md.find("| qwen | pass |").unwrap(), "{md}");
+    assert!(md.contains("- **worst finding** (warn, `ds4`): text-drift"), "{md}");
+    assert!(md.contains("artifact `gauntlet-qwen`"), "{md}");
+    let junit = m.junit();
+    assert_eq!(junit.matches("<testsuite name=\"gauntlet.").count(), 2, "{junit}");
+    assert!(!junit.contains("gauntlet.merge"), "{junit}");
+}
+
+#[test]
+fn merge_fails_on_a_missing_unreadable_or_duplicate_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    shard(dir.path(), "qwen", Verdict::Pass);
+    let m = merged(dir.path(), &["ds4", "qwen"]);
+    assert_eq!(m.verdict, Verdict::Fail, "a missing shard is never a pass");
+    assert!(m.problems[0].contains("no shard for profile `ds4`"), "{:?}", m.problems);
+    assert!(m.markdown(None).contains("| ds4 | fail | missing: no run.json or skipped.json |"));
+    assert!(m.junit().contains("<testcase classname=\"gauntlet.merge\" name=\"ds4\">\n      <failure"));
+
+    let bad = dir.path().join("gauntlet-broken");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("run.json"), "{\"schema_version\": 4, \"profile\": ").unwrap();
+    let m = merged(dir.path(), &[]);
+    assert_eq!(m.verdict, Verdict::Fail);
+    assert!(
+        m.problems.iter().any(|p| p.contains("gauntlet-broken/run.json") && p.contains("unreadable")),
+        "{:?}",
+        m.problems
+    );
+    std::fs::remove_dir_all(&bad).unwrap();
+
+    let twin = dir.path().join("again");
+    shard(&twin, "qwen", Verdict::Pass);
+    let m = merged(dir.path(), &["qwen"]);
+    assert_eq!(m.verdict, Verdict::Fail);
+    assert!(m.problems.iter().any(|p| p.contains("two shards for profile `qwen`")), "{:?}", m.problems);
+
+    let empty = tempfile::tempdir().unwrap();
+    let m = merged(empty.path(), &[]);
+    assert_eq!(m.verdict, Verdict::Fail);
+    assert!(m.problems[0].contains("nothing to merge"));
+}
+
+#[test]
+fn merge_shows_a_skipped_shard_as_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    shard(dir.path(), "qwen", Verdict::Pass);
+    let skipped = dir.path().join("gauntlet-ds4");
+    std::fs::create_dir_all(&skipped).unwrap();
+    let skip = SkipRecord {
+        gauntlet_version: "0.1.0".into(),
+        profile: "ds4".into(),
+        kind: "gpu-busy".into(),
+        reason: "nvidia:0 is still in use after 240s: pid 7 (python3)".into(),
+        at: "2026-12-01T08:00:00.000Z".into(),
+    };
+    std::fs::write(skipped.join("skipped.json"), serde_json::to_string(&skip).unwrap()).unwrap();
+    let m = merged(dir.path(), &["ds4", "qwen"]);
+    assert_eq!(m.verdict, Verdict::Skip, "neither a pass nor a failure");
+    assert!(m.problems.is_empty());
+    let md = m.markdown(None);
+    assert!(
+        md.contains("| ds4 | skip | skipped (gpu-busy): nvidia:0 is still in use after 240s: pid 7 (python3) |"),
+        "{md}"
+    );
+    assert!(m.junit().contains("<skipped message=\"skipped (gpu-busy)"));
+}

@@ -86,6 +86,18 @@ pub struct RunRecord {
     pub sentry: Option<SentryRecord>,
 }
 
+/// `skipped.json`: written instead of `run.json` when a run did not start because the infrastructure was not
+/// there (the GPU stayed busy). A merged report shows it as skipped, never as missing and never as a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkipRecord {
+    pub gauntlet_version: String,
+    pub profile: String,
+    /// `gpu-busy`, …
+    pub kind: String,
+    pub reason: String,
+    pub at: String,
+}
+
 /// The kernel-log bracket of one run and the GPU-busy wait before it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SentryRecord {

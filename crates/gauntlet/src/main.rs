@@ -54,6 +54,8 @@ enum Command {
     Baseline(BaselineCommand),
     /// Which profiles does a change concern? Maps changed paths to profiles through the manifest's [plan].
     Plan(PlanArgs),
+    /// Fold the run records of a CI matrix into one verdict, summary.md, junit.xml and merged.json.
+    Report(ReportArgs),
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
     /// model, port, store. One line each, with the fix. Exit 1 when something would make a run fail.
     Doctor {
@@ -105,6 +107,25 @@ pub(crate) enum BaselineCommand {
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
     },
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// run.json / skipped.json files, or folders searched for them (CI artifacts downloaded side by side).
+    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    merge: Vec<PathBuf>,
+    /// Profiles that must be there (comma-separated or repeated); a missing one fails the merge.
+    #[arg(long, value_name = "P[,P…]")]
+    expect: Vec<String>,
+    /// The plan's matrix (`gauntlet plan --format github-matrix`): every profile in it must be there.
+    #[arg(long, value_name = "FILE")]
+    matrix: Option<PathBuf>,
+    /// Write summary.md, junit.xml and merged.json here.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Name each shard's evidence as this artifact, `{profile}` replaced (e.g. `gauntlet-{profile}`).
+    #[arg(long, value_name = "PATTERN")]
+    artifact: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -194,6 +215,7 @@ fn main() -> ExitCode {
         }
         Command::Baseline(cmd) => baseline::command(cmd),
         Command::Plan(args) => plan(args),
+        Command::Report(args) => report(args),
         Command::Doctor { manifest, profile, store, json } => {
             doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)
         }
@@ -346,6 +368,7 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         Ok(r) => r,
         Err(GateError::GpuBusy(why)) => {
             eprintln!("gauntlet: skipped: {why}");
+            write_skip(&out_dir, &profile.name, "gpu-busy", &why);
             return Ok(exit::SKIP);
         }
         Err(GateError::GpuUnknown(why)) => {
@@ -384,12 +407,102 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
             baseline::warn_paired(&store, &entry);
         }
     }
-    Ok(match record.verdict {
+    Ok(exit_of(record.verdict))
+}
+
+fn exit_of(verdict: Verdict) -> u8 {
+    match verdict {
         Verdict::Pass | Verdict::Warn => exit::OK,
         Verdict::Fail => exit::FAIL,
         Verdict::Skip => exit::SKIP,
         Verdict::Inconclusive => exit::INCONCLUSIVE,
-    })
+    }
+}
+
+/// A skipped run leaves `skipped.json` in its output folder, so a merged report shows it as skipped, not missing.
+fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
+    let skip = gauntlet_schema::SkipRecord {
+        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        profile: profile.into(),
+        kind: kind.into(),
+        reason: reason.into(),
+        at: gauntlet_engine::util::now_rfc3339(),
+    };
+    let written = std::fs::create_dir_all(out_dir).and_then(|_| {
+        let text = serde_json::to_vec_pretty(&skip).map_err(std::io::Error::other)?;
+        gauntlet_engine::util::write_atomic(&out_dir.join("skipped.json"), &text)
+    });
+    if let Err(e) = written {
+        eprintln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
+    }
+}
+
+fn report(args: ReportArgs) -> Result<u8, Failure> {
+    use gauntlet_engine::report::merge;
+    let mut expected: Vec<String> = args
+        .expect
+        .iter()
+        .flat_map(|e| e.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if let Some(path) = &args.matrix {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::BadInput(format!("--matrix `{}`: {e}", path.display())))?;
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Failure::BadInput(format!("--matrix `{}`: not JSON: {e}", path.display())))?;
+        let include = value["include"].as_array().ok_or_else(|| {
+            Failure::BadInput(format!(
+                "--matrix `{}`: want {{\"include\": [{{\"profile\": …}}]}} (gauntlet plan --format github-matrix)",
+                path.display()
+            ))
+        })?;
+        for entry in include {
+            let profile = entry["profile"].as_str().ok_or_else(|| {
+                Failure::BadInput(format!("--matrix `{}`: an entry has no `profile`: {entry}", path.display()))
+            })?;
+            expected.push(profile.to_owned());
+        }
+    }
+    expected.sort();
+    expected.dedup();
+    let shards = merge::collect(&args.merge).map_err(Failure::BadInput)?;
+    let merged = merge::merge(shards, &expected);
+    let markdown = merged.markdown(args.artifact.as_deref());
+    if let Some(out) = &args.out {
+        let write = |name: &str, bytes: &[u8]| {
+            gauntlet_engine::util::write_atomic(&out.join(name), bytes)
+                .map_err(|e| Failure::Internal(format!("cannot write `{}`: {e}", out.join(name).display())))
+        };
+        std::fs::create_dir_all(out).map_err(|e| Failure::Internal(format!("`{}`: {e}", out.display())))?;
+        write("summary.md", markdown.as_bytes())?;
+        write("junit.xml", merged.junit().as_bytes())?;
+        write("merged.json", serde_json::to_string_pretty(&merged.json()).unwrap_or_default().as_bytes())?;
+    }
+    print!("{markdown}");
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        for p in &merged.problems {
+            println!(
+                "::error title=gauntlet merge::{}",
+                p.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+            );
+        }
+    }
+    append_step_summary(markdown.as_bytes());
+    Ok(exit_of(merged.verdict))
+}
+
+fn append_step_summary(text: &[u8]) {
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
+        let appended = std::fs::OpenOptions::new().create(true).append(true).open(&summary).and_then(|mut f| {
+            f.write_all(text)?;
+            f.write_all(b"\n")
+        });
+        if let Err(e) = appended {
+            eprintln!("gauntlet: warning: cannot append to GITHUB_STEP_SUMMARY: {e}");
+        }
+    }
 }
 
 /// A baseline of another identity is refused, listing every differing field, and naming the stored baseline
@@ -495,14 +608,7 @@ fn publish_to_github(record: &RunRecord, out_dir: &Path) {
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
         print!("{}", gauntlet_engine::report::github_annotations(record));
     }
-    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
-        let appended = std::fs::read(out_dir.join("report.md")).and_then(|report| {
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&summary)?;
-            f.write_all(&report)?;
-            f.write_all(b"\n")
-        });
-        if let Err(e) = appended {
-            eprintln!("gauntlet: warning: cannot append to GITHUB_STEP_SUMMARY: {e}");
-        }
+    if let Ok(report) = std::fs::read(out_dir.join("report.md")) {
+        append_step_summary(&report);
     }
 }

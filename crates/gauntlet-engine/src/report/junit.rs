@@ -10,7 +10,6 @@ use super::markdown::detail;
 pub fn render(run: &RunRecord) -> String {
     let count = |st: CaseStatus| run.cases.iter().filter(|c| c.status == st).count();
     let time: f64 = run.cases.iter().filter_map(|c| c.seconds).sum();
-    let name = format!("gauntlet.{}", run.profile);
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
@@ -20,6 +19,17 @@ pub fn render(run: &RunRecord) -> String {
         count(CaseStatus::Error),
         count(CaseStatus::Skipped)
     );
+    s.push_str(&suite(run));
+    s.push_str("</testsuites>\n");
+    s
+}
+
+/// One `<testsuite>` element for one run (a merged report holds one per profile).
+pub(crate) fn suite(run: &RunRecord) -> String {
+    let count = |st: CaseStatus| run.cases.iter().filter(|c| c.status == st).count();
+    let time: f64 = run.cases.iter().filter_map(|c| c.seconds).sum();
+    let name = format!("gauntlet.{}", run.profile);
+    let mut s = String::new();
     let _ = writeln!(
         s,
         "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{time:.3}\" timestamp=\"{}\">",
@@ -62,7 +72,7 @@ pub fn render(run: &RunRecord) -> String {
     if !findings.is_empty() {
         let _ = writeln!(s, "    <system-out>{}</system-out>", esc(&findings.join("\n")));
     }
-    s.push_str("  </testsuite>\n</testsuites>\n");
+    s.push_str("  </testsuite>\n");
     s
 }
 

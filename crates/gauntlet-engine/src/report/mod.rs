@@ -3,6 +3,7 @@
 mod github;
 mod junit;
 mod markdown;
+pub mod merge;
 
 pub use github::annotations as github_annotations;
 pub use junit::render as junit;
