@@ -25,10 +25,13 @@ pub(crate) mod exit {
     pub const INTERNAL: u8 = 101;
 }
 
+/// `gauntlet --version`: the crate version and the git commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("GAUNTLET_GIT_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "gauntlet",
-    version,
+    version = VERSION,
     about = "Does the inference server still work, say the same things, run as fast?"
 )]
 struct Cli {
@@ -133,8 +136,14 @@ struct PlanArgs {
     #[arg(long, value_name = "FILE")]
     manifest: Option<PathBuf>,
     /// A file with one changed path per line.
-    #[arg(long, value_name = "FILE", conflicts_with = "since")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["since", "profiles", "all"])]
     changed_files: Option<PathBuf>,
+    /// Exactly these profiles (comma-separated or repeated), e.g. from a manual dispatch's input.
+    #[arg(long, value_name = "P[,P…]", conflicts_with_all = ["since", "all"])]
+    profiles: Vec<String>,
+    /// Every profile of the manifest.
+    #[arg(long, conflicts_with = "since")]
+    all: bool,
     /// Changed since this revision (e.g. the baseline's commit), in the repository at --repo.
     #[arg(long, value_name = "REV")]
     since: Option<String>,
@@ -151,8 +160,12 @@ struct PlanArgs {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum PlanFormat {
+    /// One profile per line.
     List,
+    /// `{"include": [{"profile": …, "runner": [labels]}]}`.
     GithubMatrix,
+    /// `matrix=<github-matrix>` and `count=N` lines, to append to `$GITHUB_OUTPUT`.
+    GithubOutput,
 }
 
 #[derive(clap::Args)]
@@ -555,31 +568,65 @@ fn push_differences(msg: &mut String, d: &gauntlet_engine::identity::Differences
 
 fn plan(args: PlanArgs) -> Result<u8, Failure> {
     let manifest = load_manifest(args.manifest.as_deref())?;
-    let changed: Vec<String> = match (&args.changed_files, &args.since) {
-        (Some(file), None) => std::fs::read_to_string(file)
-            .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", file.display())))?
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect(),
-        (None, Some(rev)) => {
-            gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref()).map_err(Failure::BadInput)?
-        }
-        _ => return Err(Failure::BadInput("plan needs --changed-files FILE or --since REV".into())),
-    };
     let all: Vec<String> = manifest.profiles.keys().cloned().collect();
-    let selection = gauntlet_engine::plan::select(&manifest.plan, &all, &changed, args.fallback_all);
-    for reason in &selection.reasons {
-        eprintln!("gauntlet plan: {reason}");
-    }
+    let wanted: Vec<String> = args
+        .profiles
+        .iter()
+        .flat_map(|p| p.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let selected: Vec<String> = if args.all {
+        all.clone()
+    } else if !wanted.is_empty() {
+        for p in &wanted {
+            if !all.contains(p) {
+                return Err(Failure::BadInput(format!("--profiles: no profile `{p}` (profiles: {})", all.join(", "))));
+            }
+        }
+        let mut w = wanted;
+        w.sort();
+        w.dedup();
+        w
+    } else {
+        let changed: Vec<String> = match (&args.changed_files, &args.since) {
+            (Some(file), None) => std::fs::read_to_string(file)
+                .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", file.display())))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            (None, Some(rev)) => gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref())
+                .map_err(Failure::BadInput)?,
+            _ => {
+                return Err(Failure::BadInput(
+                    "plan needs --changed-files FILE, --since REV, --profiles P[,P…] or --all".into(),
+                ));
+            }
+        };
+        let selection = gauntlet_engine::plan::select(&manifest.plan, &all, &changed, args.fallback_all);
+        for reason in &selection.reasons {
+            eprintln!("gauntlet plan: {reason}");
+        }
+        selection.profiles
+    };
+    let entries: Vec<(String, Vec<String>)> = selected
+        .iter()
+        .map(|p| (p.clone(), manifest.profiles.get(p).map(|x| x.runner.clone()).unwrap_or_default()))
+        .collect();
     match args.format {
         PlanFormat::List => {
-            for p in &selection.profiles {
+            for p in &selected {
                 println!("{p}");
             }
         }
-        PlanFormat::GithubMatrix => println!("{}", gauntlet_engine::plan::github_matrix(&selection.profiles)),
+        PlanFormat::GithubMatrix => println!("{}", gauntlet_engine::plan::github_matrix(&entries)),
+        PlanFormat::GithubOutput => {
+            println!("matrix={}", gauntlet_engine::plan::github_matrix(&entries));
+            println!("count={}", entries.len());
+        }
     }
     Ok(exit::OK)
 }

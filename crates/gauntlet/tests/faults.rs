@@ -674,7 +674,8 @@ fn plan_maps_changed_paths_of_a_real_git_repository() {
     std::fs::write(
         &manifest,
         "version = 1\n[plan]\nshared = [\"core/\"]\n[plan.profiles]\nqwen = [\"models/qwen/\"]\nds4 = [\"models/ds4/\"]\n\
-         [profiles.qwen]\nbase_url = \"http://127.0.0.1:1\"\n[profiles.ds4]\nbase_url = \"http://127.0.0.1:2\"\n",
+         [profiles.qwen]\nbase_url = \"http://127.0.0.1:1\"\ndevice = \"nvidia:0\"\nrunner = [\"self-hosted\", \"h200\"]\n\
+         [profiles.ds4]\nbase_url = \"http://127.0.0.1:2\"\ndevice = \"amd:0\"\n",
     )
     .unwrap();
     let m = manifest.to_str().unwrap();
@@ -686,7 +687,26 @@ fn plan_maps_changed_paths_of_a_real_git_repository() {
         &[],
         Duration::from_secs(30),
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "{\"include\":[{\"profile\":\"qwen\"}]}\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"include\":[{\"profile\":\"qwen\",\"runner\":[\"self-hosted\",\"h200\"]}]}\n",
+        "the runner labels come from the manifest"
+    );
+    // A manual dispatch names profiles (or all); GPU profiles without `runner` get the vendor's self-hosted label.
+    let out = gauntlet(
+        &["plan", "--manifest", m, "--profiles", "ds4", "--format", "github-output"],
+        &[],
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "matrix={\"include\":[{\"profile\":\"ds4\",\"runner\":[\"self-hosted\",\"amd\"]}]}\ncount=1\n"
+    );
+    let out = gauntlet(&["plan", "--manifest", m, "--all"], &[], Duration::from_secs(30));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ds4\nqwen\n");
+    let out = gauntlet(&["plan", "--manifest", m, "--profiles", "ds4,mistral"], &[], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no profile `mistral`"));
     std::fs::write(repo.join("changed.txt"), "README.md\n").unwrap();
     let cf = repo.join("changed.txt");
     let out =

@@ -109,3 +109,21 @@ fn h200_validation_records_read_and_say_what_they_claim() {
     assert!(run3.sentry.as_ref().unwrap().server_gpu_pids.is_empty());
     assert!(raw3["findings"].as_array().unwrap().iter().any(|f| f["kind"] == "server-not-on-gpu"));
 }
+
+/// `gauntlet --version` names the commit it was built from (this checkout's HEAD).
+#[test]
+fn version_names_the_commit() {
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gauntlet")).arg("--version").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("gauntlet {} (commit {head})\n", env!("CARGO_PKG_VERSION"))
+    );
+}

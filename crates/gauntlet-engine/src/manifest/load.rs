@@ -56,6 +56,8 @@ pub struct Profile {
     pub busy_wait: Duration,
     /// Take a host-wide lock on the GPU for the whole run.
     pub gpu_lock: bool,
+    /// CI runner labels this profile's job needs (`runs-on` in the plan's matrix); not part of the identity.
+    pub runner: Vec<String>,
     pub thresholds: Thresholds,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
@@ -362,6 +364,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "device",
             "busy_wait",
             "gpu_lock",
+            "runner",
         ],
     );
     let errors_before = p.errors.len();
@@ -482,6 +485,10 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     };
     let busy_wait = r.duration(p, "busy_wait", Duration::from_secs(3600)).unwrap_or(Duration::from_secs(240));
     let gpu_lock = r.boolean(p, "gpu_lock").unwrap_or(false);
+    let runner = r.string_array(p, "runner").unwrap_or_else(|| default_runner(&device));
+    if runner.is_empty() || runner.iter().any(|l| l.trim().is_empty()) {
+        p.error(&r.at("runner"), "needs at least one non-empty runner label");
+    }
     if !device.is_gpu() {
         for key in ["busy_wait", "gpu_lock"] {
             if r.has(key) {
@@ -545,10 +552,21 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         device,
         busy_wait,
         gpu_lock,
+        runner,
         thresholds,
         features: declared,
         missing,
     })
+}
+
+/// Where a profile's CI job runs when the manifest does not say: a hosted runner for the CPU, a self-hosted one
+/// with the vendor's label for a GPU.
+fn default_runner(device: &Device) -> Vec<String> {
+    match device {
+        Device::Cpu => vec!["ubuntu-latest".into()],
+        Device::Nvidia(_) => vec!["self-hosted".into(), "nvidia".into()],
+        Device::Amd(_) => vec!["self-hosted".into(), "amd".into()],
+    }
 }
 
 /// `[plan]`: which changed paths select which profiles (see `crate::plan`).

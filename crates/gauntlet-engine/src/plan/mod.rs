@@ -77,8 +77,10 @@ pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Ve
 }
 
 /// A GitHub Actions matrix: `{"include": [{"profile": "…"}, …]}`.
-pub fn github_matrix(profiles: &[String]) -> String {
-    json!({"include": profiles.iter().map(|p| json!({"profile": p})).collect::<Vec<_>>()}).to_string()
+/// A GitHub Actions matrix: one entry per profile with the runner labels its job needs (`runs-on`).
+pub fn github_matrix(profiles: &[(String, Vec<String>)]) -> String {
+    json!({"include": profiles.iter().map(|(p, runner)| json!({"profile": p, "runner": runner})).collect::<Vec<_>>()})
+        .to_string()
 }
 
 #[cfg(test)]
@@ -128,7 +130,10 @@ mod tests {
 
     #[test]
     fn matrix_shape() {
-        assert_eq!(github_matrix(&["qwen".into()]), r#"{"include":[{"profile":"qwen"}]}"#);
+        assert_eq!(
+            github_matrix(&[("qwen".into(), vec!["self-hosted".into(), "h200".into()])]),
+            r#"{"include":[{"profile":"qwen","runner":["self-hosted","h200"]}]}"#
+        );
         assert_eq!(github_matrix(&[]), r#"{"include":[]}"#);
     }
 }
