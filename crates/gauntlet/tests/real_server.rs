@@ -201,3 +201,249 @@ fn doctor_finds_the_installed_default_ready() {
         assert!(v["runtime"]["cpu"]["model"].as_str().is_some_and(|m| !m.is_empty()), "{stdout}");
     }
 }
+
+/// Replays the example workflow's shell steps (examples/github/) on this machine against the embedded default,
+/// the way GitHub would run them: a push to main (plan, gate, publish the baseline to a branch of a real git
+/// remote, merge), an unrelated push (nothing to run), a pull request touching the server (plan only) and a manual
+/// dispatch that compares with the published baseline from a fresh checkout.
+#[test]
+fn ci_workflow_steps_replay_against_the_embedded_default() {
+    let home = home();
+    let workflow: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/github/gauntlet-gate.yml"))
+            .unwrap(),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=dev", "-c", "user.email=dev@invalid", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // The user's repository: the workflow, the script, a manifest (the embedded default's `default` profile with a
+    // [plan] table), pushed to a bare "origin".
+    git(root, &["init", "-q", "--bare", "origin.git"]);
+    git(root, &["clone", "-q", "origin.git", "repo"]);
+    let repo = root.join("repo");
+    std::fs::create_dir_all(repo.join(".github/workflows")).unwrap();
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/github/gauntlet-ci.sh"),
+        repo.join(".github/gauntlet-ci.sh"),
+    )
+    .unwrap();
+    let embedded = String::from_utf8(gauntlet(&["default-manifest"], &[], Duration::from_secs(30)).stdout).unwrap();
+    let default_only = &embedded[..embedded.find("[profiles.native]").unwrap()];
+    let manifest = format!(
+        "root = {:?}\n{}\n[plan]\nshared = [\"gauntlet.toml\"]\n[plan.profiles]\ndefault = [\"server/\"]\n",
+        home.display().to_string(),
+        default_only.replace("port = 18480", &format!("port = {}", free_port()))
+    );
+    std::fs::write(repo.join("gauntlet.toml"), manifest).unwrap();
+    std::fs::create_dir_all(repo.join("server")).unwrap();
+    std::fs::write(repo.join("server/main.c"), "int main(void) { return 0; }\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "engine"]);
+    git(&repo, &["push", "-q", "origin", "HEAD:main"]);
+
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(common::workspace_bin("gauntlet"), bin.join("gauntlet")).unwrap();
+    let scratch_home = root.join("gauntlet-home");
+    let event_payload = root.join("event.json");
+    std::fs::write(&event_payload, r#"{"repository": {"default_branch": "main", "full_name": "acme/engine"}}"#)
+        .unwrap();
+
+    struct Event<'a> {
+        name: &'a str,
+        inputs: &'a [(&'a str, &'a str)],
+        base_sha: &'a str,
+    }
+    // Runs one job's steps; returns its step outputs (GITHUB_OUTPUT lines) and the exit code of its last step.
+    let run_job = |job: &str, event: &Event, matrix_entry: Option<&Value>, needs: &[(&str, String)]| {
+        let steps = workflow["jobs"][job]["steps"].as_sequence().unwrap();
+        let mut outputs: Vec<(String, String)> = Vec::new();
+        let mut code = 0;
+        let expr = |e: &str| -> String {
+            match e.trim() {
+                "github.event_name" => event.name.to_owned(),
+                "github.event.pull_request.base.sha" => event.base_sha.to_owned(),
+                "matrix.profile" => matrix_entry.unwrap()["profile"].as_str().unwrap().to_owned(),
+                other if other.starts_with("inputs.") => {
+                    let key = &other["inputs.".len()..];
+                    event.inputs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string()).unwrap_or_default()
+                }
+                other if other.starts_with("needs.plan.outputs.") => {
+                    let key = &other["needs.plan.outputs.".len()..];
+                    needs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
+                }
+                other => panic!("the replay does not know the expression `{other}`"),
+            }
+        };
+        let substitute = |text: &str| {
+            let mut out = String::new();
+            let mut rest = text;
+            while let Some(start) = rest.find("${{") {
+                out.push_str(&rest[..start]);
+                let end = rest[start..].find("}}").unwrap() + start;
+                out.push_str(&expr(&rest[start + 3..end]));
+                rest = &rest[end + 2..];
+            }
+            out + rest
+        };
+        for step in steps {
+            if let Some(uses) = step["uses"].as_str() {
+                if uses.starts_with("actions/upload-artifact@") {
+                    // The artifact lands where download-artifact puts it: <workspace>/shards/<name>/…
+                    let name = substitute(step["with"]["name"].as_str().unwrap());
+                    let path = repo.join(substitute(step["with"]["path"].as_str().unwrap()));
+                    if path.is_dir() && name != "gauntlet-merged" {
+                        let dest = repo.join("shards").join(&name);
+                        std::fs::create_dir_all(&dest).unwrap();
+                        for f in std::fs::read_dir(&path).unwrap().flatten() {
+                            std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
+                        }
+                    }
+                }
+                continue; // checkout: the repository is already there; download: shards/ is already filled
+            }
+            let Some(run) = step["run"].as_str() else { continue };
+            if run.starts_with("cargo install") {
+                assert!(run.contains("--locked"), "{run}");
+                continue; // gauntlet is on PATH already
+            }
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg("-c").arg(substitute(run));
+            cmd.current_dir(&repo).env_clear();
+            for key in ["HOME", "USER", "LANG", "TMPDIR"] {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+            cmd.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()));
+            for (k, v) in workflow["env"].as_mapping().unwrap() {
+                cmd.env(k.as_str().unwrap(), substitute(v.as_str().unwrap()));
+            }
+            if let Some(env) = step["env"].as_mapping() {
+                for (k, v) in env {
+                    let v = v.as_str().map(str::to_owned).unwrap_or_else(|| serde_yaml::to_string(v).unwrap());
+                    cmd.env(k.as_str().unwrap(), substitute(&v));
+                }
+            }
+            let output_file = root.join(format!("output-{job}"));
+            let _ = std::fs::remove_file(&output_file);
+            cmd.env("GITHUB_ACTIONS", "true")
+                .env("GITHUB_EVENT_NAME", event.name)
+                .env("GITHUB_REF", "refs/heads/main")
+                .env("GITHUB_REPOSITORY", "acme/engine")
+                .env("GITHUB_SHA", git(&repo, &["rev-parse", "HEAD"]))
+                .env("GITHUB_EVENT_PATH", &event_payload)
+                .env("GITHUB_OUTPUT", &output_file)
+                .env("GITHUB_STEP_SUMMARY", root.join("step-summary.md"))
+                .env("GAUNTLET_HOME", &scratch_home);
+            let out = cmd.output().unwrap();
+            code = out.status.code().unwrap_or(-1);
+            if code != 0 {
+                eprintln!(
+                    "step `{run}` exited {code}\n{}\n{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                break;
+            }
+            for line in std::fs::read_to_string(&output_file).unwrap_or_default().lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    outputs.push((k.to_owned(), v.to_owned()));
+                }
+            }
+        }
+        (outputs, code)
+    };
+    // A fresh runner: no store checkout, no earlier outputs.
+    let fresh = || {
+        let _ = std::process::Command::new("git")
+            .args(["worktree", "remove", "--force", ".gauntlet-store"])
+            .current_dir(&repo)
+            .output();
+        let _ = std::fs::remove_dir_all(repo.join("gauntlet-out"));
+        let _ = std::fs::remove_dir_all(repo.join("shards"));
+        let _ = std::fs::remove_dir_all(repo.join("merged"));
+    };
+    let plan_then_gate = |event: &Event| -> (String, Option<Value>) {
+        fresh();
+        let (outputs, code) = run_job("plan", event, None, &[]);
+        assert_eq!(code, 0);
+        let get = |k: &str| outputs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()).unwrap();
+        let (count, matrix) = (get("count"), get("matrix"));
+        assert_eq!(workflow["jobs"]["gate"]["if"].as_str(), Some("needs.plan.outputs.count != '0'"));
+        if count == "0" {
+            return (count, None);
+        }
+        let matrix_v: Value = serde_json::from_str(&matrix).unwrap();
+        for entry in matrix_v["include"].as_array().unwrap() {
+            let (_, code) = run_job("gate", event, Some(entry), &[]);
+            assert!(code == 0 || code == 1, "gate exit {code}");
+        }
+        let needs = [("matrix", matrix.clone()), ("count", count.clone())];
+        let (_, code) = run_job("merge", event, None, &needs);
+        let merged: Value =
+            serde_json::from_str(&std::fs::read_to_string(repo.join("merged/merged.json")).unwrap()).unwrap();
+        assert_eq!(code, if merged["verdict"] == "fail" { 1 } else { 0 }, "{merged}");
+        (count, Some(merged))
+    };
+
+    // 1. Push to main, no baselines yet: every profile runs, is promoted and published.
+    let first_sha = git(&repo, &["rev-parse", "HEAD"]);
+    let (count, merged) = plan_then_gate(&Event { name: "push", inputs: &[], base_sha: "" });
+    assert_eq!(count, "1");
+    let merged = merged.unwrap();
+    assert_eq!(merged["profiles"][0]["profile"], "default", "{merged}");
+    assert_eq!(merged["verdict"], "warn", "no baseline yet: {merged}");
+    let trailer = git(
+        &root.join("origin.git"),
+        &["log", "-1", "--format=%(trailers:key=Source-Commit,valueonly)", "gauntlet-baselines"],
+    );
+    assert_eq!(trailer, first_sha, "the baselines branch names the commit it measured");
+    let files = git(&root.join("origin.git"), &["ls-tree", "-r", "--name-only", "gauntlet-baselines"]);
+    assert!(files.lines().any(|f| f.starts_with("store/history/")), "{files}");
+    assert!(!files.contains(".lock"), "{files}");
+
+    // 2. A push that touches no profile's paths: nothing runs.
+    std::fs::write(repo.join("NOTES.md"), "notes\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "notes"]);
+    git(&repo, &["push", "-q", "origin", "HEAD:main"]);
+    let (count, _) = plan_then_gate(&Event { name: "push", inputs: &[], base_sha: "" });
+    assert_eq!(count, "0", "only changes since the published baseline count");
+
+    // 3. A pull request touching the server selects its profile (the plan alone).
+    fresh();
+    std::fs::write(repo.join("server/main.c"), "int main(void) { return 1; }\n").unwrap();
+    git(&repo, &["commit", "-qam", "server change"]);
+    let (outputs, code) =
+        run_job("plan", &Event { name: "pull_request", inputs: &[], base_sha: &first_sha }, None, &[]);
+    assert_eq!(code, 0);
+    assert!(outputs.iter().any(|(k, v)| k == "count" && v == "1"), "{outputs:?}");
+    git(&repo, &["reset", "-q", "--hard", "HEAD~1"]);
+
+    // 4. A manual dispatch on a fresh runner: the baseline comes from the published branch, and the same model
+    // says the same things, so the gate passes.
+    let (count, merged) = plan_then_gate(&Event {
+        name: "workflow_dispatch",
+        inputs: &[("profiles", "default"), ("refresh_baselines", "false")],
+        base_sha: "",
+    });
+    assert_eq!(count, "1");
+    let merged = merged.unwrap();
+    assert_eq!(merged["verdict"], "pass", "{merged}");
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join("gauntlet-out/default/run.json")).unwrap()).unwrap();
+    assert!(run["baseline"]["path"].as_str().is_some_and(|s| s.starts_with("store:")), "{}", run["baseline"]);
+    let summary = std::fs::read_to_string(root.join("step-summary.md")).unwrap();
+    assert!(summary.contains("## gauntlet: PASS"), "{summary}");
+}
