@@ -357,13 +357,19 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         && !args.no_cache
         && let Some(hit) = skip_cache::lookup(&cache_dir, key)
     {
-        print!("{}", hit.report);
-        println!(
-            "\ngauntlet: reused the pass of {} ({}): same source tree, identity, model file, runtime, baseline and \
+        let line = format!(
+            "gauntlet: reused the pass of {} ({}): same source tree, identity, model file, runtime, baseline and \
              gauntlet version; --no-cache runs again",
             hit.record.started_at,
             hit.dir.display()
         );
+        print!("{}", hit.report);
+        println!("\n{line}");
+        // With --out, the remembered evidence is put where this run's would be, so a CI merge finds the shard.
+        if let Some(out) = &args.out {
+            write_reused(out, &hit).map_err(|e| Failure::Internal(format!("`{}`: {e}", out.display())))?;
+        }
+        append_step_summary(format!("{}\n{line}\n", hit.report).as_bytes());
         return Ok(exit::OK);
     }
 
@@ -421,6 +427,19 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         }
     }
     Ok(exit_of(record.verdict))
+}
+
+/// A skip-cache hit's remembered run.json and report.md, and `reused.json` saying where they come from.
+fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    gauntlet_engine::util::write_atomic(&out.join("run.json"), &std::fs::read(hit.dir.join("run.json"))?)?;
+    gauntlet_engine::util::write_atomic(&out.join("report.md"), hit.report.as_bytes())?;
+    let reused = serde_json::json!({
+        "reused_from": hit.dir.display().to_string(),
+        "original_started_at": hit.record.started_at,
+        "at": gauntlet_engine::util::now_rfc3339(),
+    });
+    gauntlet_engine::util::write_atomic(&out.join("reused.json"), serde_json::to_string_pretty(&reused)?.as_bytes())
 }
 
 fn exit_of(verdict: Verdict) -> u8 {

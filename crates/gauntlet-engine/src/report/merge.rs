@@ -10,9 +10,20 @@ use gauntlet_schema::{CaseStatus, RunRecord, Severity, SkipRecord, Verdict, pars
 /// One shard as found on disk.
 #[derive(Debug, Clone)]
 pub enum Shard {
-    Ran { source: PathBuf, record: Box<RunRecord> },
-    Skipped { source: PathBuf, skip: SkipRecord },
-    Unreadable { source: PathBuf, reason: String },
+    /// `reused`: the original start time when a skip-cache hit put a remembered pass here (`reused.json`).
+    Ran {
+        source: PathBuf,
+        record: Box<RunRecord>,
+        reused: Option<String>,
+    },
+    Skipped {
+        source: PathBuf,
+        skip: SkipRecord,
+    },
+    Unreadable {
+        source: PathBuf,
+        reason: String,
+    },
 }
 
 impl Shard {
@@ -89,8 +100,13 @@ fn read(path: &Path) -> Shard {
             Err(e) => Shard::Unreadable { source, reason: format!("not a skip record: {e}") },
         };
     }
+    let reused = path
+        .parent()
+        .and_then(|d| std::fs::read_to_string(d.join("reused.json")).ok())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .map(|v| v["original_started_at"].as_str().unwrap_or("an earlier run").to_owned());
     match parse_run_record(&text) {
-        Ok(record) => Shard::Ran { source, record: Box::new(record) },
+        Ok(record) => Shard::Ran { source, record: Box::new(record), reused },
         Err(reason) => Shard::Unreadable { source, reason },
     }
 }
@@ -144,7 +160,7 @@ pub fn merge(shards: Vec<Shard>, expected: &[String]) -> Merged {
                 worst: None,
                 source: Some(source.clone()),
             }),
-            Shard::Ran { source, record } => {
+            Shard::Ran { source, record, reused } => {
                 let count = |st: CaseStatus| record.cases.iter().filter(|c| c.status == st).count();
                 let mut summary = format!(
                     "{} pass, {} fail, {} error, {} skipped",
@@ -155,6 +171,9 @@ pub fn merge(shards: Vec<Shard>, expected: &[String]) -> Merged {
                 );
                 if let Some(tps) = record.decode.median_tokens_per_second {
                     let _ = write!(summary, "; decode {tps:.1} tok/s");
+                }
+                if let Some(at) = reused {
+                    let _ = write!(summary, "; reused the pass of {at} (skip-cache: same source tree and inputs)");
                 }
                 let worst = record
                     .findings
