@@ -1,6 +1,7 @@
 //! gauntlet's engine: one module per stage of a run. The binary only parses arguments, maps errors to exit codes
 //! and draws the terminal; everything it shows is derived from the run record this library produces.
 
+pub mod bench;
 pub mod client;
 pub mod compare;
 pub mod doctor;

@@ -1,0 +1,216 @@
+//! Latency metrics derived from the raw timeline of each request, named and defined as vLLM and AIPerf do
+//! (reference/metrics.md §4.2–4.3):
+//!
+//! - `ttft`: first event with a non-empty content **or reasoning** delta − request start (a role-only or empty
+//!   first chunk is not a token).
+//! - `ttfo`: first event with non-empty content (AIPerf's time to first output token, after reasoning).
+//! - `e2el`: last event with a token − request start (AIPerf's request latency).
+//! - `tpot`: (e2el − ttft) / (n − 1), n the request's output tokens; vLLM's TPOT, AIPerf's ITL. Needs n ≥ 2.
+//! - `itl_chunk`: gaps between successive token events, pooled over requests; vLLM's ITL, AIPerf's ICL. A server
+//!   sending several tokens per event makes these gaps larger than per-token gaps, which is why TPOT exists.
+//! - Output tokens come from `usage.completion_tokens` when the server sends it, else from the number of token
+//!   events (a lower bound); the source is recorded per request and a run never mixes them silently.
+
+use serde::Serialize;
+
+use super::stats;
+
+/// One SSE event of a request, `at` seconds after the request was sent.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    pub at: f64,
+    pub content: String,
+    pub reasoning: String,
+}
+
+impl Event {
+    fn is_token(&self) -> bool {
+        !self.content.is_empty() || !self.reasoning.is_empty()
+    }
+}
+
+/// Everything the client saw of one request.
+#[derive(Debug, Clone, Default)]
+pub struct Timeline {
+    /// When the request was sent, seconds on the run's clock (for the run's duration).
+    pub start: f64,
+    pub events: Vec<Event>,
+    pub completion_tokens: Option<u64>,
+    pub max_tokens: Option<u64>,
+    /// Transport or HTTP error; such a request is counted as failed, never dropped.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestMetrics {
+    pub ttft: f64,
+    pub ttfo: Option<f64>,
+    pub e2el: f64,
+    pub tpot: Option<f64>,
+    pub chunk_gaps: Vec<f64>,
+    pub output_tokens: u64,
+    /// `usage` or `events`.
+    pub token_source: &'static str,
+    /// (n − 1) / (e2el − ttft).
+    pub decode_tokens_per_second: Option<f64>,
+    /// Disagreements between the server's count and what it streamed.
+    pub problems: Vec<String>,
+}
+
+/// The metrics of one request, or why it failed (an error, or no token at all).
+pub fn request(t: &Timeline) -> Result<RequestMetrics, String> {
+    if let Some(e) = &t.error {
+        return Err(e.clone());
+    }
+    let tokens: Vec<&Event> = t.events.iter().filter(|e| e.is_token()).collect();
+    let (Some(first), Some(last)) = (tokens.first(), tokens.last()) else {
+        return Err("no token in the stream".into());
+    };
+    let ttft = first.at;
+    let e2el = last.at;
+    let ttfo = t.events.iter().find(|e| !e.content.is_empty()).map(|e| e.at);
+    let chunk_gaps: Vec<f64> = tokens.windows(2).map(|w| w[1].at - w[0].at).collect();
+    let mut problems = Vec::new();
+    let (output_tokens, token_source) = match t.completion_tokens {
+        Some(n) => {
+            if (n as usize) < tokens.len() {
+                problems.push(format!("usage says {n} completion tokens but {} events carried tokens", tokens.len()));
+            }
+            if let Some(max) = t.max_tokens
+                && n > max
+            {
+                problems.push(format!("usage says {n} completion tokens, more than max_tokens {max}"));
+            }
+            (n, "usage")
+        }
+        None => (tokens.len() as u64, "events"),
+    };
+    let tpot = (output_tokens >= 2).then(|| (e2el - ttft) / (output_tokens - 1) as f64);
+    let decode_tokens_per_second =
+        (output_tokens >= 2 && e2el > ttft).then(|| (output_tokens - 1) as f64 / (e2el - ttft));
+    Ok(RequestMetrics {
+        ttft,
+        ttfo,
+        e2el,
+        tpot,
+        chunk_gaps,
+        output_tokens,
+        token_source,
+        decode_tokens_per_second,
+        problems,
+    })
+}
+
+/// A distribution as the peers print it: mean, population std, type-7 percentiles.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: usize,
+    pub mean: f64,
+    pub std: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+pub fn distribution(values: &[f64]) -> Option<Distribution> {
+    Some(Distribution {
+        count: values.len(),
+        mean: stats::mean(values)?,
+        std: stats::std_population(values)?,
+        p50: stats::percentile(values, 0.50)?,
+        p90: stats::percentile(values, 0.90)?,
+        p99: stats::percentile(values, 0.99)?,
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    })
+}
+
+/// Service-level objectives for goodput (seconds); a request meets them when every given one holds.
+#[derive(Debug, Clone, Default)]
+pub struct Slos {
+    pub ttft: Option<f64>,
+    pub tpot: Option<f64>,
+    pub e2el: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunMetrics {
+    pub requests: usize,
+    pub failed: usize,
+    pub error_rate: f64,
+    /// vLLM: from the release of the batch to the last response (`duration_wall`); AIPerf: last response end −
+    /// first request start (`duration_span`).
+    pub duration_wall: f64,
+    pub duration_span: f64,
+    pub output_tokens: u64,
+    pub output_throughput_wall: f64,
+    pub output_throughput_span: f64,
+    pub request_throughput_wall: f64,
+    /// Requests meeting every SLO per second of wall duration (failed requests never meet them).
+    pub goodput_wall: Option<f64>,
+    /// `usage`, `events`, or `mixed` (a finding: counts of different kinds were added).
+    pub token_source: String,
+    pub ttft: Option<Distribution>,
+    pub ttfo: Option<Distribution>,
+    pub tpot: Option<Distribution>,
+    pub itl_chunk: Option<Distribution>,
+    pub e2el: Option<Distribution>,
+    pub problems: Vec<String>,
+}
+
+/// Folds a batch's requests; `released` and `finished` are the wall-clock bounds of the batch on the run's clock.
+pub fn run(timelines: &[Timeline], released: f64, finished: f64, slos: &Slos) -> RunMetrics {
+    let results: Vec<(f64, Result<RequestMetrics, String>)> = timelines.iter().map(|t| (t.start, request(t))).collect();
+    let ok: Vec<(f64, &RequestMetrics)> =
+        results.iter().filter_map(|(s, r)| r.as_ref().ok().map(|m| (*s, m))).collect();
+    let failed = results.len() - ok.len();
+    let duration_wall = (finished - released).max(0.0);
+    let first_start = ok.iter().map(|(s, _)| *s).fold(f64::INFINITY, f64::min);
+    let last_end = ok.iter().map(|(s, m)| s + m.e2el).fold(f64::NEG_INFINITY, f64::max);
+    let duration_span = if ok.is_empty() { 0.0 } else { (last_end - first_start).max(0.0) };
+    let output_tokens: u64 = ok.iter().map(|(_, m)| m.output_tokens).sum();
+    let per_second = |x: f64, d: f64| if d > 0.0 { x / d } else { 0.0 };
+    let mut sources: Vec<&str> = ok.iter().map(|(_, m)| m.token_source).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let token_source = match sources.as_slice() {
+        [] => "none".to_owned(),
+        [one] => (*one).to_owned(),
+        _ => "mixed".to_owned(),
+    };
+    let mut problems: Vec<String> = ok.iter().flat_map(|(_, m)| m.problems.iter().cloned()).collect();
+    if token_source == "mixed" {
+        problems.push("some responses carried usage and some did not: token counts are of mixed kinds".into());
+    }
+    let good = (slos.ttft.is_some() || slos.tpot.is_some() || slos.e2el.is_some()).then(|| {
+        ok.iter()
+            .filter(|(_, m)| {
+                slos.ttft.is_none_or(|s| m.ttft <= s)
+                    && slos.tpot.is_none_or(|s| m.tpot.unwrap_or(0.0) <= s)
+                    && slos.e2el.is_none_or(|s| m.e2el <= s)
+            })
+            .count()
+    });
+    let collect =
+        |f: &dyn Fn(&RequestMetrics) -> Option<f64>| ok.iter().filter_map(|(_, m)| f(m)).collect::<Vec<f64>>();
+    let gaps: Vec<f64> = ok.iter().flat_map(|(_, m)| m.chunk_gaps.iter().copied()).collect();
+    RunMetrics {
+        requests: results.len(),
+        failed,
+        error_rate: per_second(failed as f64, results.len() as f64),
+        duration_wall,
+        duration_span,
+        output_tokens,
+        output_throughput_wall: per_second(output_tokens as f64, duration_wall),
+        output_throughput_span: per_second(output_tokens as f64, duration_span),
+        request_throughput_wall: per_second(ok.len() as f64, duration_wall),
+        goodput_wall: good.map(|g| per_second(g as f64, duration_wall)),
+        token_source,
+        ttft: distribution(&collect(&|m| Some(m.ttft))),
+        ttfo: distribution(&collect(&|m| m.ttfo)),
+        tpot: distribution(&collect(&|m| m.tpot)),
+        itl_chunk: distribution(&gaps),
+        e2el: distribution(&collect(&|m| Some(m.e2el))),
+        problems,
+    }
+}
