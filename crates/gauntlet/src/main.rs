@@ -14,6 +14,7 @@ use gauntlet_engine::run::{GateError, GateOptions, run_gate, write_baseline, wri
 use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
+use serde_json::Value;
 
 /// Exit codes, documented in the README; tests assert them.
 pub(crate) mod exit {
@@ -57,6 +58,8 @@ enum Command {
     Baseline(BaselineCommand),
     /// Which profiles does a change concern? Maps changed paths to profiles through the manifest's [plan].
     Plan(PlanArgs),
+    /// Measure latency and throughput at each concurrency (closed-loop batches); compare with a baseline bench.
+    Bench(BenchArgs),
     /// Fold the run records of a CI matrix into one verdict, summary.md, junit.xml and merged.json.
     Report(ReportArgs),
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
@@ -110,6 +113,32 @@ pub(crate) enum BaselineCommand {
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
     },
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    #[arg(long, short)]
+    profile: Option<String>,
+    /// Concurrency levels (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    concurrency: Vec<usize>,
+    #[arg(long, default_value_t = 64)]
+    max_tokens: u64,
+    /// Batches per concurrency run first and discarded.
+    #[arg(long, default_value_t = 1)]
+    warmups: usize,
+    /// Measured batches per concurrency: one sample of each metric each (at least 2 to compare).
+    #[arg(long, default_value_t = 5)]
+    repetitions: usize,
+    /// An earlier bench.json of the same identity to compare with.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    port: Option<u16>,
 }
 
 #[derive(clap::Args)]
@@ -229,6 +258,7 @@ fn main() -> ExitCode {
         Command::Baseline(cmd) => baseline::command(cmd),
         Command::Plan(args) => plan(args),
         Command::Report(args) => report(args),
+        Command::Bench(args) => bench(args),
         Command::Doctor { manifest, profile, store, json } => {
             doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)
         }
@@ -467,6 +497,69 @@ fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
     if let Err(e) = written {
         eprintln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
     }
+}
+
+fn bench(args: BenchArgs) -> Result<u8, Failure> {
+    use gauntlet_engine::run::{Workload, read_bench, run_bench};
+    let manifest = load_manifest(args.manifest.as_deref())?;
+    let mut profile = manifest.select(args.profile.as_deref()).map_err(|e| Failure::BadInput(e.to_string()))?.clone();
+    if let Some(port) = args.port {
+        match &mut profile.target {
+            Target::Spawn(s) if port > 0 => s.port = port,
+            _ => return Err(Failure::BadInput("--port: only for a server gauntlet starts, 1..=65535".into())),
+        }
+    }
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.repetitions == 0 || args.max_tokens == 0 {
+        return Err(Failure::BadInput("--concurrency, --repetitions and --max-tokens must be at least 1".into()));
+    }
+    let identity = gauntlet_engine::identity::compute(&profile, &gauntlet_engine::home_dir())
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
+    let baseline = match &args.baseline {
+        Some(path) => {
+            let b = read_bench(path).map_err(Failure::BadInput)?;
+            if b.identity_digest != identity.digest {
+                let diff =
+                    gauntlet_engine::identity::differences(&b.identity, &identity.value, &Value::Null, &Value::Null);
+                return Err(Failure::BadInput(format!(
+                    "refusing to compare with `{}`: another identity ({})",
+                    path.display(),
+                    diff.refusing.join("; ")
+                )));
+            }
+            Some((b, path.display().to_string()))
+        }
+        None => None,
+    };
+    let workload = Workload {
+        concurrency: args.concurrency.clone(),
+        max_tokens: args.max_tokens,
+        warmups: args.warmups,
+        repetitions: args.repetitions,
+    };
+    let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
+    let mut view = terminal::View::new(std::io::stderr().is_terminal());
+    let record = match run_bench(
+        &profile,
+        &identity,
+        &workload,
+        baseline.as_ref().map(|(b, p)| (b, p.clone())),
+        &out_dir,
+        &mut view,
+    ) {
+        Ok(r) => r,
+        Err(GateError::GpuBusy(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            return Ok(exit::SKIP);
+        }
+        Err(e) => return Err(Failure::BadInput(e.to_string())),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = terminal::bench(&mut out, &record, &out_dir);
+    Ok(match record.verdict.as_str() {
+        "fail" | "regression" => exit::FAIL,
+        "inconclusive" => exit::INCONCLUSIVE,
+        _ => exit::OK,
+    })
 }
 
 fn report(args: ReportArgs) -> Result<u8, Failure> {

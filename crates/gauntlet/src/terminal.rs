@@ -142,3 +142,58 @@ pub fn doctor(out: &mut dyn Write, exam: &gauntlet_engine::doctor::Examination, 
     };
     writeln!(out, "{} ok, {} warn, {} fail: {verdict}", count(Status::Ok), count(Status::Warn), count(Status::Fail))
 }
+
+/// `gauntlet bench`: one row per concurrency, then each comparison as "baseline → now (change, interval, call)".
+pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &Path) -> std::io::Result<()> {
+    let ms = |v: &serde_json::Value| v.as_f64().map(|x| format!("{:.1}", x * 1000.0)).unwrap_or_else(|| "—".into());
+    writeln!(
+        out,
+        "gauntlet bench {}: {} (tokens from {})",
+        r.profile,
+        r.verdict.to_uppercase(),
+        r.levels.first().and_then(|l| l.metrics["token_source"].as_str()).unwrap_or("?")
+    )?;
+    writeln!(
+        out,
+        "{:>4} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}",
+        "conc", "reqs", "failed", "TTFT p50", "TTFT p99", "TPOT ms", "ITL p99", "out tok/s", "in flight"
+    )?;
+    for l in &r.levels {
+        let m = &l.metrics;
+        writeln!(
+            out,
+            "{:>4} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10.1} {:>9}",
+            l.concurrency,
+            m["requests"].as_u64().unwrap_or(0),
+            m["failed"].as_u64().unwrap_or(0),
+            ms(&m["ttft"]["p50"]),
+            ms(&m["ttft"]["p99"]),
+            ms(&m["tpot"]["mean"]),
+            ms(&m["itl_chunk"]["p99"]),
+            m["output_throughput_wall"].as_f64().unwrap_or(0.0),
+            l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+        )?;
+        for c in &l.comparisons {
+            writeln!(
+                out,
+                "     c{} {}: {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, {}): {}",
+                l.concurrency,
+                c.metric,
+                c.baseline_mean,
+                c.mean,
+                c.change * 100.0,
+                c.interval.0 * 100.0,
+                c.interval.1 * 100.0,
+                c.call,
+                c.why
+            )?;
+        }
+    }
+    for p in &r.problems {
+        writeln!(out, "  problem: {p}")?;
+    }
+    if r.verdict == "candidate" {
+        writeln!(out, "  no baseline: these numbers are candidate evidence (pass --baseline an earlier bench.json)")?;
+    }
+    writeln!(out, "bench: {}", dir.join("bench.json").display())
+}

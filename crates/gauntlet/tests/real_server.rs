@@ -447,3 +447,61 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
     let summary = std::fs::read_to_string(root.join("step-summary.md")).unwrap();
     assert!(summary.contains("## gauntlet: PASS"), "{summary}");
 }
+
+/// `gauntlet bench` on the real server at concurrency 1 and 2: every request's timeline kept, metrics derived
+/// with tokens from `usage`, two requests really in flight at c2, and a second bench compared with the first.
+#[test]
+fn bench_measures_concurrency_one_and_two_on_the_real_server() {
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("GAUNTLET_HOME", home.to_str().unwrap())];
+    let bench = |out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let port = free_port().to_string();
+        let mut args = vec!["bench", "--profile", "native", "--port", &port, "--concurrency", "1,2"];
+        args.extend_from_slice(&["--repetitions", "2", "--max-tokens", "24", "--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = gauntlet(&args, &env, Duration::from_secs(300));
+        let record: Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let port: u16 = port.parse().unwrap();
+        assert_server_gone(port);
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), record, out)
+    };
+    let (code, stdout, first, first_out) = bench("first", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(first["verdict"], "candidate", "{stdout}");
+    let levels = first["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for (level, c) in levels.iter().zip([1u64, 2]) {
+        let m = &level["metrics"];
+        assert_eq!(level["concurrency"], c);
+        assert_eq!((m["requests"].as_u64(), m["failed"].as_u64()), (Some(2 * c), Some(0)), "{m}");
+        assert_eq!(m["token_source"], "usage", "{m}");
+        let ttft = m["ttft"]["p50"].as_f64().unwrap();
+        let tpot = m["tpot"]["mean"].as_f64().unwrap();
+        assert!(ttft > 0.0 && ttft < m["e2el"]["p50"].as_f64().unwrap(), "{m}");
+        assert!(tpot > 0.0 && tpot < 1.0, "{m}");
+        assert!(level["batches"].as_array().unwrap().iter().all(|b| b["in_flight_max"] == c), "{level}");
+        assert_eq!(level["samples"]["output_throughput_wall"].as_array().unwrap().len(), 2);
+    }
+    assert!(first["problems"].as_array().is_none_or(|p| p.is_empty()), "{}", first["problems"]);
+
+    let baseline = first_out.join("bench.json");
+    let (code, stdout, second, _) = bench("second", &["--baseline", baseline.to_str().unwrap()]);
+    let calls: Vec<&str> = second["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["comparisons"].as_array().unwrap().iter().map(|c| c["call"].as_str().unwrap()))
+        .collect();
+    assert_eq!(calls.len(), 8, "four metrics at two concurrencies: {stdout}");
+    // Two samples a side on a shared 2-core VM: whatever the call, it is explained and maps to its exit code.
+    let want = match second["verdict"].as_str().unwrap() {
+        "regression" | "fail" => 1,
+        "inconclusive" => 4,
+        _ => 0,
+    };
+    assert_eq!(code, Some(want), "{stdout}");
+    assert!(stdout.contains("→") && stdout.contains("interval"), "{stdout}");
+}

@@ -82,14 +82,14 @@ pub struct GateOptions<'a> {
     pub baseline: Option<(&'a RunRecord, String)>,
 }
 
-struct Lifecycle {
-    started: Instant,
-    events: Vec<ServerEvent>,
-    findings: Vec<Finding>,
+pub(super) struct Lifecycle {
+    pub(super) started: Instant,
+    pub(super) events: Vec<ServerEvent>,
+    pub(super) findings: Vec<Finding>,
 }
 
 impl Lifecycle {
-    fn event(&mut self, kind: &str, detail: impl Into<String>) {
+    pub(super) fn event(&mut self, kind: &str, detail: impl Into<String>) {
         self.events.push(ServerEvent {
             at: self.started.elapsed().as_secs_f64(),
             kind: kind.into(),
@@ -371,10 +371,10 @@ const KERNEL_LOG_GRACE: Duration = Duration::from_secs(1);
 
 /// `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names (fault-injection tests); `Err` = blind, with the reason.
 /// The host lock (held for the run) and, on a GPU, the seconds waited and who held it meanwhile.
-type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
+pub(super) type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
 
 /// On a GPU: take the host lock when asked, then wait (bounded) until no other process holds the device.
-fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claimed, GateError> {
+pub(super) fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claimed, GateError> {
     if !profile.device.is_gpu() {
         return Ok((None, None));
     }
@@ -482,7 +482,7 @@ fn repeat_check(source: &str, observed: &str) -> CheckResult {
 
 /// Readiness = the health endpoint answers 200 AND one tiny real generation succeeds (a lazy server loads the
 /// model on its first request). Load time = spawn → that reply. Bounded by the load timeout.
-async fn wait_ready(
+pub(super) async fn wait_ready(
     client: &Client,
     profile: &Profile,
     mut process: Option<&mut ServerProcess>,
@@ -536,7 +536,13 @@ async fn wait_ready(
     }
 }
 
-fn stop_server(p: &mut ServerProcess, grace: Duration, crashed: bool, loaded: bool, life: &mut Lifecycle) -> String {
+pub(super) fn stop_server(
+    p: &mut ServerProcess,
+    grace: Duration,
+    crashed: bool,
+    loaded: bool,
+    life: &mut Lifecycle,
+) -> String {
     let (outcome, leftovers) = p.stop(grace);
     let stop = match &outcome {
         StopOutcome::Terminated(status) => {

@@ -1,0 +1,387 @@
+//! `gauntlet bench`: closed-loop batches at each concurrency on the profile's server, every request's timeline kept,
+//! metrics derived from it (`crate::bench::metrics`), and one sample per batch compared with a baseline bench of
+//! the same identity (`crate::bench::stats`).
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::gate::{Lifecycle, claim_device, stop_server, wait_ready};
+use super::{GateError, Reporter, RunEvent};
+use crate::bench::metrics::{self, Event, RunMetrics, Slos, Timeline};
+use crate::bench::stats::{self, Better, Call, Comparison, Rules};
+use crate::client::Client;
+use crate::identity::Identity;
+use crate::manifest::{Profile, Target};
+use crate::server::ServerProcess;
+
+pub const BENCH_VERSION: u32 = 1;
+
+/// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    pub concurrency: Vec<usize>,
+    pub max_tokens: u64,
+    pub warmups: usize,
+    /// Measured batches per concurrency: one sample of every metric each.
+    pub repetitions: usize,
+}
+
+/// Prompts of the built-in workload: varied enough that no answer is trivially short.
+const PROMPTS: &[&str] = &[
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a refrigerator keeps food cold, step by step.",
+    "Describe a walk through a busy market in the morning.",
+    "Write a letter to a friend about learning to bake bread.",
+    "Explain why the sky is blue to a curious child.",
+    "Describe the life cycle of a butterfly in detail.",
+    "Write a short story about a robot that wants to become a gardener.",
+    "Explain how trains switch from one track to another.",
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Seconds after the batch was released.
+    pub start: f64,
+    /// `[t, content, reasoning]` per SSE event, t in seconds after the request was sent.
+    pub events: Vec<(f64, String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Batch {
+    /// Seconds from release to the last response.
+    pub seconds: f64,
+    /// The most requests the client had open at once.
+    pub in_flight_max: usize,
+    pub requests: Vec<RequestRecord>,
+}
+
+/// Per concurrency: the raw batches, the metrics over all of them, and one sample per batch of each compared metric.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Level {
+    pub concurrency: usize,
+    pub batches: Vec<Batch>,
+    pub metrics: Value,
+    pub samples: std::collections::BTreeMap<String, Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<MetricComparison>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub metric: String,
+    pub better: String,
+    pub baseline_mean: f64,
+    pub mean: f64,
+    pub change: f64,
+    pub interval: (f64, f64),
+    pub p_value: Option<f64>,
+    pub call: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchRecord {
+    pub bench_version: u32,
+    pub gauntlet_version: String,
+    pub profile: String,
+    pub started_at: String,
+    pub identity: Value,
+    pub identity_digest: String,
+    pub runtime: Value,
+    pub workload: Workload,
+    pub definitions: Value,
+    pub levels: Vec<Level>,
+    /// `pass`, `regression`, `inconclusive`, `improvement`, or `candidate` (nothing to compare with).
+    pub verdict: String,
+    pub rules: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// The metrics compared across runs: name, direction, and how a batch's value is read from its metrics.
+const COMPARED: &[(&str, Better)] = &[
+    ("output_throughput_wall", Better::Higher),
+    ("ttft_mean", Better::Lower),
+    ("tpot_mean", Better::Lower),
+    ("e2el_mean", Better::Lower),
+];
+
+fn sample_of(m: &RunMetrics, name: &str) -> Option<f64> {
+    match name {
+        "output_throughput_wall" => Some(m.output_throughput_wall),
+        "ttft_mean" => m.ttft.as_ref().map(|d| d.mean),
+        "tpot_mean" => m.tpot.as_ref().map(|d| d.mean),
+        "e2el_mean" => m.e2el.as_ref().map(|d| d.mean),
+        _ => None,
+    }
+}
+
+pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let raw: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+    match raw.get("bench_version").and_then(Value::as_u64) {
+        Some(v) if v == BENCH_VERSION as u64 => {}
+        Some(v) => {
+            return Err(format!("{}: bench_version {v} is not readable (reads {BENCH_VERSION})", path.display()));
+        }
+        None => return Err(format!("{}: no bench_version: not a gauntlet bench record", path.display())),
+    }
+    serde_json::from_value(raw).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
+    Timeline {
+        start: r.start,
+        events: r
+            .events
+            .iter()
+            .map(|(at, c, re)| Event { at: *at, content: c.clone(), reasoning: re.clone() })
+            .collect(),
+        completion_tokens: r.completion_tokens,
+        max_tokens: Some(max_tokens),
+        error: r.error.clone(),
+    }
+}
+
+/// Runs the workload on the profile's server (started and stopped here, or attached) and compares with `baseline`.
+pub fn run_bench(
+    profile: &Profile,
+    identity: &Identity,
+    workload: &Workload,
+    baseline: Option<(&BenchRecord, String)>,
+    out_dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<BenchRecord, GateError> {
+    std::fs::create_dir_all(out_dir).map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    let started_at = crate::util::now_rfc3339();
+    let (_lock, _) = claim_device(profile, reporter)?;
+    let (base_url, mut process) = match &profile.target {
+        Target::Spawn(s) => {
+            crate::server::install_signal_forwarding();
+            (s.base_url(), Some(ServerProcess::spawn(s, &out_dir.join("server.log"))?))
+        }
+        Target::Attach(a) => (a.base_url.clone(), None),
+    };
+    let mut life = Lifecycle { started: Instant::now(), events: Vec::new(), findings: Vec::new() };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let api_key = match &profile.target {
+        Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
+        Target::Spawn(_) => None,
+    };
+    let client = Client::new(&base_url, api_key);
+    reporter.event(&RunEvent::Loading);
+    let load = rt.block_on(wait_ready(&client, profile, process.as_mut(), &mut life));
+    let mut problems: Vec<String> = Vec::new();
+    let mut levels = Vec::new();
+    match &load {
+        Err(why) => problems.push(format!("the server did not load: {why}")),
+        Ok(_) => {
+            for &c in &workload.concurrency {
+                reporter.event(&RunEvent::Note(format!(
+                    "concurrency {c}: {} warm-up and {} measured batch(es)",
+                    workload.warmups, workload.repetitions
+                )));
+                let mut batches = Vec::new();
+                for i in 0..workload.warmups + workload.repetitions {
+                    let batch = rt.block_on(run_batch(&client, profile, workload, c, i));
+                    if i >= workload.warmups {
+                        batches.push(batch);
+                    }
+                }
+                if let Some(p) = process.as_mut()
+                    && p.exited().is_some()
+                {
+                    problems.push(format!("the server died at concurrency {c}"));
+                    break;
+                }
+                levels.push(level(c, batches, workload.max_tokens));
+            }
+        }
+    }
+    let stopped = process.as_mut().map(|p| stop_server(p, profile.stop_grace, false, load.is_ok(), &mut life));
+    drop(rt);
+    let rules = Rules::default();
+    for l in &mut levels {
+        if l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
+            problems.push(format!(
+                "concurrency {}: the client never had {} requests in flight at once (at most {})",
+                l.concurrency,
+                l.concurrency,
+                l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+            ));
+        }
+        if let Some(problem) = l.metrics["problems"].as_array().and_then(|p| p.first()).and_then(Value::as_str) {
+            problems.push(format!("concurrency {}: {problem}", l.concurrency));
+        }
+        let failed = l.metrics["failed"].as_u64().unwrap_or(0);
+        if failed > 0 {
+            problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
+        }
+        let Some((base, _)) = &baseline else { continue };
+        let Some(base_level) = base.levels.iter().find(|b| b.concurrency == l.concurrency) else {
+            problems.push(format!("the baseline has no concurrency {}", l.concurrency));
+            continue;
+        };
+        for (name, better) in COMPARED {
+            let (Some(a), Some(b)) = (base_level.samples.get(*name), l.samples.get(*name)) else { continue };
+            let Some(c) = stats::compare(a, b, *better, &rules) else {
+                problems.push(format!("concurrency {}: {name}: fewer than two samples on a side", l.concurrency));
+                continue;
+            };
+            l.comparisons.push(comparison(name, *better, a, b, &c));
+        }
+    }
+    let calls: Vec<&str> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call.as_str())).collect();
+    let verdict = if load.is_err() || levels.iter().any(|l| l.metrics["failed"].as_u64().unwrap_or(0) > 0) {
+        "fail"
+    } else if baseline.is_none() {
+        "candidate"
+    } else if calls.contains(&"regression") {
+        "regression"
+    } else if calls.contains(&"inconclusive") || calls.is_empty() {
+        "inconclusive"
+    } else if calls.contains(&"improvement") {
+        "improvement"
+    } else {
+        "pass"
+    };
+    if let Some(stop) = stopped
+        && stop != "terminated"
+    {
+        problems.push(format!("server stop: {stop}"));
+    }
+    let record = BenchRecord {
+        bench_version: BENCH_VERSION,
+        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        profile: profile.name.clone(),
+        started_at,
+        identity: identity.value.clone(),
+        identity_digest: identity.digest.clone(),
+        runtime: identity.runtime.clone(),
+        workload: workload.clone(),
+        definitions: definitions(),
+        levels,
+        verdict: verdict.into(),
+        rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
+        baseline: baseline.map(|(_, p)| p),
+        problems,
+    };
+    let text = serde_json::to_vec_pretty(&record).expect("serializable");
+    crate::util::write_atomic(&out_dir.join("bench.json"), &text)
+        .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    Ok(record)
+}
+
+fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) -> MetricComparison {
+    MetricComparison {
+        metric: name.into(),
+        better: match better {
+            Better::Lower => "lower".into(),
+            Better::Higher => "higher".into(),
+        },
+        baseline_mean: stats::mean(a).unwrap_or(0.0),
+        mean: stats::mean(b).unwrap_or(0.0),
+        change: c.change,
+        interval: c.interval,
+        p_value: c.p_value,
+        call: match c.call {
+            Call::Regression => "regression",
+            Call::Improvement => "improvement",
+            Call::NoChange => "no-change",
+            Call::Inconclusive => "inconclusive",
+        }
+        .into(),
+        why: c.why.clone(),
+    }
+}
+
+fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) -> Level {
+    let mut samples: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut all: Vec<Timeline> = Vec::new();
+    let mut offset = 0.0;
+    for b in &batches {
+        let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, max_tokens)).collect();
+        let m = metrics::run(&timelines, 0.0, b.seconds, &Slos::default());
+        for (name, _) in COMPARED {
+            if let Some(v) = sample_of(&m, name) {
+                samples.entry((*name).into()).or_default().push(v);
+            }
+        }
+        // Pooled over batches on one clock: each batch placed after the previous one.
+        all.extend(timelines.into_iter().map(|mut t| {
+            t.start += offset;
+            t
+        }));
+        offset += b.seconds;
+    }
+    let pooled = metrics::run(&all, 0.0, offset, &Slos::default());
+    Level {
+        concurrency,
+        batches,
+        metrics: serde_json::to_value(&pooled).unwrap_or(Value::Null),
+        samples,
+        comparisons: Vec::new(),
+    }
+}
+
+/// One closed-loop batch: `c` requests created together and driven concurrently; the batch ends when the last ends.
+async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, index: usize) -> Batch {
+    let released = Instant::now();
+    let in_flight = std::cell::Cell::new(0usize);
+    let peak = std::cell::Cell::new(0usize);
+    let deadline = released + profile.request_timeout;
+    let requests = (0..c).map(|i| {
+        let prompt = PROMPTS[(index * c + i) % PROMPTS.len()];
+        let body = json!({
+            "model": profile.request_model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": w.max_tokens,
+            "temperature": 0,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        let (in_flight, peak) = (&in_flight, &peak);
+        async move {
+            let start = released.elapsed().as_secs_f64();
+            in_flight.set(in_flight.get() + 1);
+            peak.set(peak.get().max(in_flight.get()));
+            let result = client.chat(&body, deadline).await;
+            in_flight.set(in_flight.get() - 1);
+            match result {
+                Ok(a) => RequestRecord {
+                    start,
+                    events: a.timeline.iter().map(|e| (e.t, e.content.clone(), e.reasoning.clone())).collect(),
+                    completion_tokens: a.usage.and_then(|u| u.completion_tokens),
+                    error: None,
+                },
+                Err(e) => {
+                    RequestRecord { start, events: Vec::new(), completion_tokens: None, error: Some(e.to_string()) }
+                }
+            }
+        }
+    });
+    let requests = futures_util::future::join_all(requests).await;
+    Batch { seconds: released.elapsed().as_secs_f64(), in_flight_max: peak.get(), requests }
+}
+
+fn definitions() -> Value {
+    json!({
+        "ttft": "first SSE event with non-empty content or reasoning − request sent (vLLM TTFT, non-empty as AIPerf)",
+        "tpot": "(e2el − ttft) / (output tokens − 1) (vLLM TPOT = AIPerf ITL)",
+        "itl_chunk": "gaps between token events, pooled (vLLM ITL = AIPerf ICL)",
+        "e2el": "last token event − request sent (AIPerf request latency)",
+        "output_throughput_wall": "output tokens / (batch release → last response) (vLLM duration)",
+        "output_throughput_span": "output tokens / (last response end − first request start) (AIPerf duration)",
+        "percentiles": "linear interpolation (numpy type 7); std: population within a run",
+        "comparison": "per batch samples; seeded percentile bootstrap of the relative change of means + Mann-Whitney U",
+    })
+}
