@@ -327,10 +327,14 @@ fn doctor(path: Option<&Path>, profile: Option<&str>, store: Option<&Path>, json
     Ok(if worst == Status::Fail { exit::FAIL } else { exit::OK })
 }
 
-fn run(args: RunArgs) -> Result<u8, Failure> {
-    let manifest = load_manifest(args.manifest.as_deref())?;
-    let mut profile = manifest.select(args.profile.as_deref()).map_err(|e| Failure::BadInput(e.to_string()))?.clone();
-    if let Some(port) = args.port {
+/// The chosen profile, with `--port` applied to a server gauntlet starts.
+fn select_profile(
+    manifest: &Manifest,
+    name: Option<&str>,
+    port: Option<u16>,
+) -> Result<gauntlet_engine::manifest::Profile, Failure> {
+    let mut profile = manifest.select(name).map_err(|e| Failure::BadInput(e.to_string()))?.clone();
+    if let Some(port) = port {
         match &mut profile.target {
             Target::Spawn(s) if port > 0 => s.port = port,
             Target::Spawn(_) => return Err(Failure::BadInput("--port: must be 1..=65535".into())),
@@ -342,6 +346,12 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
             }
         }
     }
+    Ok(profile)
+}
+
+fn run(args: RunArgs) -> Result<u8, Failure> {
+    let manifest = load_manifest(args.manifest.as_deref())?;
+    let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
     if (!args.note.is_empty() || args.trusted) && !args.promote {
         return Err(Failure::BadInput("--note and --trusted mean something only with --promote".into()));
     }
@@ -502,13 +512,7 @@ fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
 fn bench(args: BenchArgs) -> Result<u8, Failure> {
     use gauntlet_engine::run::{Workload, read_bench, run_bench};
     let manifest = load_manifest(args.manifest.as_deref())?;
-    let mut profile = manifest.select(args.profile.as_deref()).map_err(|e| Failure::BadInput(e.to_string()))?.clone();
-    if let Some(port) = args.port {
-        match &mut profile.target {
-            Target::Spawn(s) if port > 0 => s.port = port,
-            _ => return Err(Failure::BadInput("--port: only for a server gauntlet starts, 1..=65535".into())),
-        }
-    }
+    let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
     if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.repetitions == 0 || args.max_tokens == 0 {
         return Err(Failure::BadInput("--concurrency, --repetitions and --max-tokens must be at least 1".into()));
     }
@@ -608,10 +612,7 @@ fn report(args: ReportArgs) -> Result<u8, Failure> {
     print!("{markdown}");
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
         for p in &merged.problems {
-            println!(
-                "::error title=gauntlet merge::{}",
-                p.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
-            );
+            print!("{}", gauntlet_engine::report::github_annotation("error", "gauntlet merge", p));
         }
     }
     append_step_summary(markdown.as_bytes());

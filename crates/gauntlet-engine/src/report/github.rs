@@ -13,9 +13,14 @@ pub fn annotations(run: &RunRecord) -> String {
             Some(c) => format!("gauntlet {} {}: {}", run.profile, f.kind, c),
             None => format!("gauntlet {} {}", run.profile, f.kind),
         };
-        out.push_str(&format!("::{level} title={}::{}\n", property(&title), data(&f.message)));
+        out.push_str(&annotation(level, &title, &f.message));
     }
     out
+}
+
+/// One workflow-command line (`::error title=…::message`), escaped as GitHub requires.
+pub fn annotation(level: &str, title: &str, message: &str) -> String {
+    format!("::{level} title={}::{}\n", property(title), data(message))
 }
 
 fn data(s: &str) -> String {

@@ -5,6 +5,6 @@ mod junit;
 mod markdown;
 pub mod merge;
 
-pub use github::annotations as github_annotations;
+pub use github::{annotation as github_annotation, annotations as github_annotations};
 pub use junit::render as junit;
 pub use markdown::render as markdown;
