@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod identity;
 pub mod manifest;
 pub mod plan;
+pub mod qualify;
 pub mod report;
 pub mod run;
 pub mod sentry;

@@ -50,6 +50,10 @@ fn parse_args() -> Config {
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| die(&format!("{a} needs a value")));
         match a.as_str() {
+            "--version" => {
+                println!("gauntlet-fake-server {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0);
+            }
             "-m" | "--model" | "--tag" => {
                 val();
             }

@@ -60,6 +60,15 @@ enum Command {
     Plan(PlanArgs),
     /// Measure latency and throughput at each concurrency (closed-loop batches); compare with a baseline bench.
     Bench(BenchArgs),
+    /// Release qualification: stages R0–R7 on one server, into an evidence bundle that `verify` checks offline.
+    Qualify(QualifyArgs),
+    /// Check an evidence bundle offline: every file, identity and derived verdict; fail closed, list every problem.
+    Verify {
+        bundle: PathBuf,
+        /// Print the problems as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fold the run records of a CI matrix into one verdict, summary.md, junit.xml and merged.json.
     Report(ReportArgs),
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
@@ -137,6 +146,25 @@ struct BenchArgs {
     baseline: Option<PathBuf>,
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    #[arg(long)]
+    port: Option<u16>,
+}
+
+#[derive(clap::Args)]
+struct QualifyArgs {
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    #[arg(long, short)]
+    profile: Option<String>,
+    /// The bundle folder (must not hold a qualification already).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Stages to run (comma-separated, e.g. R1,R3); R0 and R7 always run. Default: all.
+    #[arg(long, value_name = "R…")]
+    stages: Option<String>,
+    /// The performance baseline for R5: a bench.json, an r5-performance.json, or an earlier bundle.
+    #[arg(long, value_name = "PATH")]
+    baseline: Option<PathBuf>,
     #[arg(long)]
     port: Option<u16>,
 }
@@ -259,6 +287,8 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan(args),
         Command::Report(args) => report(args),
         Command::Bench(args) => bench(args),
+        Command::Qualify(args) => qualify(args),
+        Command::Verify { bundle, json } => verify(&bundle, json),
         Command::Doctor { manifest, profile, store, json } => {
             doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)
         }
@@ -509,8 +539,78 @@ fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
     }
 }
 
+/// A bench baseline of the same identity, or a clear refusal.
+fn bench_baseline(
+    path: Option<&Path>,
+    identity: &gauntlet_engine::identity::Identity,
+) -> Result<Option<(gauntlet_engine::run::BenchRecord, String)>, Failure> {
+    let Some(path) = path else { return Ok(None) };
+    let b = gauntlet_engine::run::read_bench(path).map_err(Failure::BadInput)?;
+    if b.identity_digest != identity.digest {
+        let diff = gauntlet_engine::identity::differences(&b.identity, &identity.value, &Value::Null, &Value::Null);
+        return Err(Failure::BadInput(format!(
+            "refusing to compare with `{}`: another identity ({})",
+            path.display(),
+            diff.refusing.join("; ")
+        )));
+    }
+    Ok(Some((b, path.display().to_string())))
+}
+
+fn qualify(args: QualifyArgs) -> Result<u8, Failure> {
+    use gauntlet_engine::qualify::{QualifyOptions, parse_stages, run_qualify};
+    let manifest = load_manifest(args.manifest.as_deref())?;
+    let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
+    let stages =
+        parse_stages(args.stages.as_deref().unwrap_or("R0,R1,R2,R3,R4,R5,R6,R7")).map_err(Failure::BadInput)?;
+    let identity = gauntlet_engine::identity::compute(&profile, &gauntlet_engine::home_dir())
+        .map_err(|e| Failure::BadInput(e.to_string()))?;
+    let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
+    let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("qualify-{}", profile.name)));
+    let mut view = terminal::View::new(std::io::stderr().is_terminal());
+    let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };
+    let report = match run_qualify(&profile, &opts, &mut view) {
+        Ok(r) => r,
+        Err(GateError::GpuBusy(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            return Ok(exit::SKIP);
+        }
+        Err(e) => return Err(Failure::BadInput(e.to_string())),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = terminal::qualification(&mut out, &report, &out_dir);
+    Ok(match report.verdict.as_str() {
+        "pass" => exit::OK,
+        "inconclusive" => exit::INCONCLUSIVE,
+        _ => exit::FAIL,
+    })
+}
+
+fn verify(bundle: &Path, json: bool) -> Result<u8, Failure> {
+    if !bundle.is_dir() {
+        return Err(Failure::BadInput(format!("`{}` is not a folder (want a qualification bundle)", bundle.display())));
+    }
+    let problems = gauntlet_engine::qualify::verify_bundle(bundle);
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::json!({"bundle": bundle, "valid": problems.is_empty(), "problems": problems})
+        );
+    } else if problems.is_empty() {
+        let _ = writeln!(out, "valid: {} (every file, identity and recomputed verdict checks out)", bundle.display());
+    } else {
+        for p in &problems {
+            let _ = writeln!(out, "problem: {p}");
+        }
+        let _ = writeln!(out, "INVALID: {} problem(s) in {}", problems.len(), bundle.display());
+    }
+    Ok(if problems.is_empty() { exit::OK } else { exit::FAIL })
+}
+
 fn bench(args: BenchArgs) -> Result<u8, Failure> {
-    use gauntlet_engine::run::{Workload, read_bench, run_bench};
+    use gauntlet_engine::run::{Workload, run_bench};
     let manifest = load_manifest(args.manifest.as_deref())?;
     let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
     if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.repetitions == 0 || args.max_tokens == 0 {
@@ -518,22 +618,7 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
     }
     let identity = gauntlet_engine::identity::compute(&profile, &gauntlet_engine::home_dir())
         .map_err(|e| Failure::BadInput(e.to_string()))?;
-    let baseline = match &args.baseline {
-        Some(path) => {
-            let b = read_bench(path).map_err(Failure::BadInput)?;
-            if b.identity_digest != identity.digest {
-                let diff =
-                    gauntlet_engine::identity::differences(&b.identity, &identity.value, &Value::Null, &Value::Null);
-                return Err(Failure::BadInput(format!(
-                    "refusing to compare with `{}`: another identity ({})",
-                    path.display(),
-                    diff.refusing.join("; ")
-                )));
-            }
-            Some((b, path.display().to_string()))
-        }
-        None => None,
-    };
+    let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
     let workload = Workload {
         concurrency: args.concurrency.clone(),
         max_tokens: args.max_tokens,

@@ -197,3 +197,20 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
     }
     writeln!(out, "bench: {}", dir.join("bench.json").display())
 }
+
+/// The qualification's stage table on stdout.
+pub fn qualification(
+    out: &mut impl Write,
+    q: &gauntlet_engine::qualify::Qualification,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    for s in &q.stages {
+        let secs = s.seconds.map_or(String::new(), |x| format!("{x:7.1}s"));
+        writeln!(out, "{:3} {:12} {:>8}  {}", s.id, s.status.to_uppercase(), secs, s.summary)?;
+        for f in s.failures.iter().take(5) {
+            writeln!(out, "      - {f}")?;
+        }
+    }
+    let partial = if q.partial { " (partial)" } else { "" };
+    writeln!(out, "qualification {}{partial}: {}", q.verdict.to_uppercase(), dir.display())
+}

@@ -1104,3 +1104,97 @@ fn report_merge_checks_the_matrix_and_writes_its_outputs() {
     let (code, _) = merge(r#"{"profiles": ["test"]}"#);
     assert_eq!(code, Some(2), "a matrix of another shape is bad input");
 }
+
+/// `gauntlet qualify` on the fixture: the model gets the sha256 qualification demands. Returns the exit code, the
+/// report, the bundle folder and stdout.
+fn qualify(f: &Fixture, stages: &str) -> (Option<i32>, serde_json::Value, PathBuf, String) {
+    let manifest = f.write();
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "path = \"models/tiny.gguf\"",
+        &format!(
+            "path = \"models/tiny.gguf\"\nsha256 = \"{}\"",
+            gauntlet_engine::util::sha256_hex(b"GGUF fake weights")
+        ),
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let out = f.path().join("bundle");
+    let args =
+        ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", stages, "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let report = std::fs::read_to_string(out.join("qualification.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), serde_json::from_str(&report).unwrap(), out, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn stage<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    report["stages"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap()
+}
+
+#[test]
+fn qualify_stage_over_its_timeout_fails_and_the_bundle_still_verifies() {
+    let f = Fixture::new("qualify-timeout")
+        .fault(&["--token-delay-ms", "300"])
+        .profile("request_timeout = \"20s\"\n[profiles.test.qualify]\ntimeouts = { R1 = \"1s\" }");
+    let (code, report, bundle, stdout) = qualify(&f, "R1");
+    assert_eq!(code, Some(1), "{stdout}");
+    let r1 = stage(&report, "R1");
+    assert_eq!((r1["status"].as_str(), r1["timed_out"].as_bool()), (Some("fail"), Some(true)), "{stdout}");
+    assert!(r1["failures"][0].as_str().unwrap().starts_with("stage timeout of 1s reached"), "{r1}");
+    assert_eq!(stage(&report, "R2")["status"], "not-run");
+    assert_eq!(stage(&report, "R7")["status"], "pass", "{stdout}");
+    assert_eq!((report["verdict"].as_str(), report["partial"].as_bool()), (Some("fail"), Some(true)));
+    let md = std::fs::read_to_string(bundle.join("qualification.md")).unwrap();
+    assert!(md.contains("| R1 |") && md.contains("FAIL (timed out)"), "{md}");
+    let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
+    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
+}
+
+#[test]
+fn qualify_server_death_between_stages_fails_the_next_stage() {
+    // Warm-up + the 5 cases of R1 answered, then the server exits: R2 must find it down.
+    let f = Fixture::new("qualify-death").fault(&["--fault", "crash-after", "--crash-after", "6"]);
+    let (code, report, _, stdout) = qualify(&f, "R1,R2,R3,R6");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(stage(&report, "R1")["status"], "pass", "{stdout}");
+    // The exit races the health probe after R1: R2 finds the server down, or loses its requests to the dying
+    // server and R3 finds it down. Either way the stage that follows the death fails and the rest do not run.
+    assert_eq!(stage(&report, "R2")["status"], "fail", "{stdout}");
+    let down = ["R2", "R3"]
+        .into_iter()
+        .find(|id| {
+            stage(&report, id)["failures"][0]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("the server is down before this stage: exited")
+        })
+        .unwrap_or_else(|| panic!("no stage found the server down: {stdout}"));
+    if down == "R2" {
+        assert_eq!(stage(&report, "R3")["status"], "not-run", "{stdout}");
+        assert_eq!(stage(&report, "R3")["summary"], "the server died in an earlier stage");
+    }
+    assert_eq!(stage(&report, "R6")["status"], "fail", "{stdout}");
+    assert_eq!(stage(&report, "R7")["status"], "pass", "{stdout}");
+}
+
+#[test]
+fn qualify_refuses_a_model_without_a_pinned_sha256_and_starts_nothing() {
+    let f = Fixture::new("qualify-nosha");
+    let manifest = f.write();
+    let out = f.path().join("bundle");
+    let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(1));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("qualification.json")).unwrap()).unwrap();
+    let r0 = stage(&report, "R0");
+    assert_eq!(r0["status"], "fail");
+    assert!(r0["failures"][0].as_str().unwrap().contains("has no sha256 in the manifest"), "{r0}");
+    assert_eq!(stage(&report, "R1")["summary"], "R0 failed: the run stops");
+    assert!(!out.join("server.log").exists(), "no server was started");
+    assert_no_survivors(&f.tag);
+    // The same folder is never overwritten.
+    let again = gauntlet(&args, &[], Duration::from_secs(60));
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds a qualification"));
+}

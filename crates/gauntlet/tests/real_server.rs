@@ -505,3 +505,98 @@ fn bench_measures_concurrency_one_and_two_on_the_real_server() {
     assert_eq!(code, Some(want), "{stdout}");
     assert!(stdout.contains("→") && stdout.contains("interval"), "{stdout}");
 }
+
+/// The whole qualification of the embedded default on the real server, then `verify` on the bundle and on four
+/// tampered copies of it: each tampering must be found and named.
+#[test]
+fn qualification_of_the_embedded_default_verifies_and_tampering_is_caught() {
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("GAUNTLET_HOME", home.to_str().unwrap())];
+    let qualify = |out: &str, stages: &str| {
+        let out = dir.path().join(out);
+        let port = free_port().to_string();
+        let args = ["qualify", "--port", &port, "--stages", stages, "--out", out.to_str().unwrap()];
+        let o = gauntlet(&args, &env, Duration::from_secs(900));
+        assert_server_gone(port.parse().unwrap());
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("qualification.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        (o, report, out)
+    };
+    let verify = |bundle: &std::path::Path| {
+        let o = gauntlet(&["verify", "--json", bundle.to_str().unwrap()], &env, Duration::from_secs(60));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        (o.status.code(), v["problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()).collect())
+    };
+    let (o, report, bundle) = qualify("full", "R0,R1,R2,R3,R4,R5,R6,R7");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(report["verdict"], "pass", "{stdout}");
+    assert_eq!(report["partial"], false);
+    for stage in report["stages"].as_array().unwrap() {
+        assert_eq!(stage["status"], "pass", "{stage}");
+        assert!(bundle.join(stage["file"].as_str().unwrap()).is_file(), "{stage}");
+    }
+    let r2: Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("r2-quality.json")).unwrap()).unwrap();
+    assert!(r2["accuracy"].as_f64().unwrap() >= r2["floor"].as_f64().unwrap(), "{}", r2["accuracy"]);
+    let r3: Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("r3-determinism.json")).unwrap()).unwrap();
+    assert!(r3["cases"].as_array().unwrap().iter().all(|c| c["answers"].as_array().unwrap().len() == 2));
+    let samples = std::fs::read_to_string(bundle.join("resource-monitor.jsonl")).unwrap();
+    assert!(samples.lines().count() >= 15, "{samples}");
+    assert_eq!(verify(&bundle), (Some(0), Vec::<String>::new()));
+
+    // A second, partial run: its R1 file is the one swapped into the first bundle below.
+    let (o, other, other_dir) = qualify("partial", "R1");
+    assert_eq!(other["partial"], true);
+    assert_eq!(other["stages"][2]["status"], "not-run", "{}", String::from_utf8_lossy(&o.stdout));
+
+    let tampered = |name: &str, edit: &dyn Fn(&std::path::Path)| {
+        let copy = dir.path().join(name);
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&bundle).unwrap().flatten() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+        edit(&copy);
+        let (code, problems) = verify(&copy);
+        assert_eq!(code, Some(1), "{name}: {problems:?}");
+        problems
+    };
+    let edit_json = |path: &std::path::Path, f: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+        // Re-hash it in the manifest, as a careful forger would: the recomputation must still catch it.
+        let manifest = path.parent().unwrap().join("evidence-manifest.json");
+        let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        for entry in m["files"].as_array_mut().unwrap() {
+            if entry["path"] == name {
+                entry["sha256"] = gauntlet_engine::util::sha256_file(path).unwrap().into();
+                entry["bytes"] = std::fs::metadata(path).unwrap().len().into();
+            }
+        }
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    };
+
+    let p = tampered("deleted", &|d| std::fs::remove_file(d.join("r3-determinism.json")).unwrap());
+    assert!(p.iter().any(|p| p == "missing evidence: r3-determinism.json"), "{p:?}");
+
+    let p = tampered("sample", &|d| {
+        edit_json(&d.join("r5-performance.json"), &|v| {
+            let s = &mut v["levels"][0]["samples"]["output_throughput_wall"][0];
+            *s = (s.as_f64().unwrap() * 1.2).into();
+        })
+    });
+    assert!(p.iter().any(|p| p == "R5: c1 samples differ from those its raw timelines give"), "{p:?}");
+
+    let p = tampered("identity", &|d| {
+        edit_json(&d.join("r0-identity.json"), &|v| v["identity"]["binding"]["device"] = "another GPU".into())
+    });
+    assert!(p.iter().any(|p| p.starts_with("identity mismatch: r0-identity.json")), "{p:?}");
+
+    let p = tampered("swapped", &|d| {
+        std::fs::copy(other_dir.join("r1-correctness.json"), d.join("r1-correctness.json")).unwrap();
+    });
+    assert!(p.iter().any(|p| p.starts_with("r1-correctness.json belongs to another run")), "{p:?}");
+}

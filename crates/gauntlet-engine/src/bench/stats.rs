@@ -134,7 +134,7 @@ pub enum Better {
 }
 
 /// The rules of a comparison; manifest data, recorded with every verdict.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Rules {
     /// Relative changes within ±noise_band are not changes (0.015 = 1.5 %).
     pub noise_band: f64,

@@ -59,6 +59,8 @@ pub struct Profile {
     /// CI runner labels this profile's job needs (`runs-on` in the plan's matrix); not part of the identity.
     pub runner: Vec<String>,
     pub thresholds: Thresholds,
+    /// Release qualification settings (`[profiles.P.qualify]`), defaults when absent.
+    pub qualify: super::qualify::QualifySettings,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
@@ -365,6 +367,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "busy_wait",
             "gpu_lock",
             "runner",
+            "qualify",
         ],
     );
     let errors_before = p.errors.len();
@@ -536,6 +539,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             thresholds.load_ratio_warn = x;
         }
     }
+    let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
+    qualify.monitor.require_rss = !attach;
     if p.errors.len() > errors_before {
         return None;
     }
@@ -554,6 +559,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         gpu_lock,
         runner,
         thresholds,
+        qualify,
         features: declared,
         missing,
     })

@@ -2,8 +2,10 @@
 
 mod fields;
 mod load;
+mod qualify;
 
 pub(crate) use load::executable_problem;
 pub use load::{
     AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
+pub use qualify::{QualifySettings, Quality, QualitySet, STAGES};

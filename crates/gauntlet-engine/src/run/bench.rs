@@ -125,7 +125,15 @@ fn sample_of(m: &RunMetrics, name: &str) -> Option<f64> {
     }
 }
 
+/// A bench record: `bench.json`, a qualification's `r5-performance.json`, or a qualification bundle (its R5 file).
 pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
+    let owned;
+    let path = if path.is_dir() {
+        owned = path.join("r5-performance.json");
+        owned.as_path()
+    } else {
+        path
+    };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let raw: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     match raw.get("bench_version").and_then(Value::as_u64) {
@@ -185,75 +193,16 @@ pub fn run_bench(
     match &load {
         Err(why) => problems.push(format!("the server did not load: {why}")),
         Ok(_) => {
-            for &c in &workload.concurrency {
-                reporter.event(&RunEvent::Note(format!(
-                    "concurrency {c}: {} warm-up and {} measured batch(es)",
-                    workload.warmups, workload.repetitions
-                )));
-                let mut batches = Vec::new();
-                for i in 0..workload.warmups + workload.repetitions {
-                    let batch = rt.block_on(run_batch(&client, profile, workload, c, i));
-                    if i >= workload.warmups {
-                        batches.push(batch);
-                    }
-                }
-                if let Some(p) = process.as_mut()
-                    && p.exited().is_some()
-                {
-                    problems.push(format!("the server died at concurrency {c}"));
-                    break;
-                }
-                levels.push(level(c, batches, workload.max_tokens));
-            }
+            let (measured, died) = rt.block_on(measure(&client, profile, workload, process.as_mut(), reporter));
+            levels = measured;
+            problems.extend(died);
         }
     }
     let stopped = process.as_mut().map(|p| stop_server(p, profile.stop_grace, false, load.is_ok(), &mut life));
     drop(rt);
     let rules = Rules::default();
-    for l in &mut levels {
-        if l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
-            problems.push(format!(
-                "concurrency {}: the client never had {} requests in flight at once (at most {})",
-                l.concurrency,
-                l.concurrency,
-                l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
-            ));
-        }
-        if let Some(problem) = l.metrics["problems"].as_array().and_then(|p| p.first()).and_then(Value::as_str) {
-            problems.push(format!("concurrency {}: {problem}", l.concurrency));
-        }
-        let failed = l.metrics["failed"].as_u64().unwrap_or(0);
-        if failed > 0 {
-            problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
-        }
-        let Some((base, _)) = &baseline else { continue };
-        let Some(base_level) = base.levels.iter().find(|b| b.concurrency == l.concurrency) else {
-            problems.push(format!("the baseline has no concurrency {}", l.concurrency));
-            continue;
-        };
-        for (name, better) in COMPARED {
-            let (Some(a), Some(b)) = (base_level.samples.get(*name), l.samples.get(*name)) else { continue };
-            let Some(c) = stats::compare(a, b, *better, &rules) else {
-                problems.push(format!("concurrency {}: {name}: fewer than two samples on a side", l.concurrency));
-                continue;
-            };
-            l.comparisons.push(comparison(name, *better, a, b, &c));
-        }
-    }
-    let calls: Vec<&str> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call.as_str())).collect();
-    let verdict = if load.is_err() || levels.iter().any(|l| l.metrics["failed"].as_u64().unwrap_or(0) > 0) {
-        "fail"
-    } else if baseline.is_none() {
-        "candidate"
-    } else if calls.contains(&"regression") {
-        "regression"
-    } else if calls.contains(&"inconclusive") || calls.is_empty() {
-        "inconclusive"
-    } else if calls.contains(&"improvement") {
-        "improvement"
-    } else {
-        "pass"
-    };
+    let (verdict, assessed) = assess(&mut levels, baseline.as_ref().map(|(b, _)| *b), load.is_ok(), &rules);
+    problems.extend(assessed);
     if let Some(stop) = stopped
         && stop != "terminated"
     {
@@ -270,7 +219,7 @@ pub fn run_bench(
         workload: workload.clone(),
         definitions: definitions(),
         levels,
-        verdict: verdict.into(),
+        verdict,
         rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
         baseline: baseline.map(|(_, p)| p),
         problems,
@@ -279,6 +228,95 @@ pub fn run_bench(
     crate::util::write_atomic(&out_dir.join("bench.json"), &text)
         .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
     Ok(record)
+}
+
+/// Every concurrency of `workload` on a ready server: warm-ups discarded, one [`Level`] per concurrency. Stops early
+/// (and says so) when the spawned server dies.
+pub(crate) async fn measure(
+    client: &Client,
+    profile: &Profile,
+    workload: &Workload,
+    mut process: Option<&mut ServerProcess>,
+    reporter: &mut dyn Reporter,
+) -> (Vec<Level>, Vec<String>) {
+    let mut levels = Vec::new();
+    for &c in &workload.concurrency {
+        reporter.event(&RunEvent::Note(format!(
+            "concurrency {c}: {} warm-up and {} measured batch(es)",
+            workload.warmups, workload.repetitions
+        )));
+        let mut batches = Vec::new();
+        for i in 0..workload.warmups + workload.repetitions {
+            let batch = run_batch(client, profile, workload, c, i).await;
+            if i >= workload.warmups {
+                batches.push(batch);
+            }
+        }
+        if let Some(p) = process.as_deref_mut()
+            && p.exited().is_some()
+        {
+            return (levels, vec![format!("the server died at concurrency {c}")]);
+        }
+        levels.push(level(c, batches, workload.max_tokens));
+    }
+    (levels, Vec::new())
+}
+
+/// The bench verdict and its problems: requests that failed, concurrency the client never reached, and per
+/// metric the comparison with `baseline`'s level of the same concurrency.
+pub(crate) fn assess(
+    levels: &mut [Level],
+    baseline: Option<&BenchRecord>,
+    loaded: bool,
+    rules: &Rules,
+) -> (String, Vec<String>) {
+    let mut problems = Vec::new();
+    for l in levels.iter_mut() {
+        if l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
+            problems.push(format!(
+                "concurrency {}: the client never had {} requests in flight at once (at most {})",
+                l.concurrency,
+                l.concurrency,
+                l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+            ));
+        }
+        if let Some(problem) = l.metrics["problems"].as_array().and_then(|p| p.first()).and_then(Value::as_str) {
+            problems.push(format!("concurrency {}: {problem}", l.concurrency));
+        }
+        let failed = l.metrics["failed"].as_u64().unwrap_or(0);
+        if failed > 0 {
+            problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
+        }
+        let Some(base) = baseline else { continue };
+        let Some(base_level) = base.levels.iter().find(|b| b.concurrency == l.concurrency) else {
+            problems.push(format!("the baseline has no concurrency {}", l.concurrency));
+            continue;
+        };
+        l.comparisons.clear();
+        for (name, better) in COMPARED {
+            let (Some(a), Some(b)) = (base_level.samples.get(*name), l.samples.get(*name)) else { continue };
+            let Some(c) = stats::compare(a, b, *better, rules) else {
+                problems.push(format!("concurrency {}: {name}: fewer than two samples on a side", l.concurrency));
+                continue;
+            };
+            l.comparisons.push(comparison(name, *better, a, b, &c));
+        }
+    }
+    let calls: Vec<&str> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call.as_str())).collect();
+    let verdict = if !loaded || levels.iter().any(|l| l.metrics["failed"].as_u64().unwrap_or(0) > 0) {
+        "fail"
+    } else if baseline.is_none() {
+        "candidate"
+    } else if calls.contains(&"regression") {
+        "regression"
+    } else if calls.contains(&"inconclusive") || calls.is_empty() {
+        "inconclusive"
+    } else if calls.contains(&"improvement") {
+        "improvement"
+    } else {
+        "pass"
+    };
+    (verdict.into(), problems)
 }
 
 fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) -> MetricComparison {
@@ -304,7 +342,7 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
     }
 }
 
-fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) -> Level {
+pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) -> Level {
     let mut samples: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut all: Vec<Timeline> = Vec::new();
     let mut offset = 0.0;

@@ -16,7 +16,7 @@ use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
 use crate::sentry::{Ours, gpu};
 use crate::server::{ServerProcess, SpawnError, StopOutcome, describe_exit};
-use crate::suite::{evaluate, observed_text};
+use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
 
@@ -82,19 +82,23 @@ pub struct GateOptions<'a> {
     pub baseline: Option<(&'a RunRecord, String)>,
 }
 
-pub(super) struct Lifecycle {
-    pub(super) started: Instant,
-    pub(super) events: Vec<ServerEvent>,
-    pub(super) findings: Vec<Finding>,
+pub(crate) struct Lifecycle {
+    pub(crate) started: Instant,
+    pub(crate) events: Vec<ServerEvent>,
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl Lifecycle {
-    pub(super) fn event(&mut self, kind: &str, detail: impl Into<String>) {
+    pub(crate) fn event(&mut self, kind: &str, detail: impl Into<String>) {
         self.events.push(ServerEvent {
             at: self.started.elapsed().as_secs_f64(),
             kind: kind.into(),
             detail: detail.into(),
         });
+    }
+
+    pub(crate) fn new() -> Lifecycle {
+        Lifecycle { started: Instant::now(), events: Vec::new(), findings: Vec::new() }
     }
 
     fn finding(&mut self, kind: &str, severity: Severity, message: impl Into<String>, case: Option<&str>) {
@@ -171,20 +175,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let mut cases: Vec<CaseRecord> = Vec::with_capacity(profile.suite.cases.len());
     let total = profile.suite.cases.len();
     for (index, case) in profile.suite.cases.iter().enumerate() {
-        let request = case.request_body(&profile.request_model);
-        let mut record = CaseRecord {
-            id: case.id.clone(),
-            status: CaseStatus::Skipped,
-            skip_reason: None,
-            repeat_of: case.repeat_of.clone(),
-            stream: case.stream,
-            request: request.clone(),
-            answer: None,
-            error: None,
-            seconds: None,
-            observed: None,
-            checks: Vec::new(),
-        };
+        let mut record = new_case_record(case, &profile.request_model);
         let source_observed =
             case.repeat_of.as_ref().map(|src| cases.iter().find(|c| &c.id == src).and_then(|c| c.observed.clone()));
         let now = Instant::now();
@@ -204,34 +195,17 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             record.skip_reason = Some(reason.into());
         } else {
             let deadline = (now + profile.request_timeout).min(budget_deadline);
-            let sent = Instant::now();
-            let result = rt.block_on(client.chat(&request, deadline));
-            record.seconds = Some(sent.elapsed().as_secs_f64());
-            match result {
-                Ok(answer) => {
-                    let observed = observed_text(&answer);
-                    record.checks = match &source_observed {
-                        Some(Some(src)) => vec![repeat_check(src, &observed)],
-                        _ => evaluate(&case.check, &answer),
-                    };
-                    record.status =
-                        if record.checks.iter().all(|c| c.passed) { CaseStatus::Pass } else { CaseStatus::Fail };
-                    record.observed = Some(observed);
-                    record.answer = Some(answer);
+            let source = source_observed.as_ref().and_then(|s| s.as_deref());
+            if let Err(e) = rt.block_on(answer_case(&client, case, &mut record, source, deadline)) {
+                if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
+                    over_budget = true;
                 }
-                Err(e) => {
-                    record.status = CaseStatus::Error;
-                    if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
-                        over_budget = true;
-                    }
-                    record.error = Some(e.to_string());
-                    life.finding("request-error", Severity::Fail, e.to_string(), Some(&case.id));
-                    // A failed request is often the first sign of a dying server: give it a moment to show.
-                    if let Some(p) = process.as_mut() {
-                        let until = Instant::now() + Duration::from_secs(1);
-                        while p.exited().is_none() && Instant::now() < until {
-                            std::thread::sleep(Duration::from_millis(25));
-                        }
+                life.finding("request-error", Severity::Fail, e.to_string(), Some(&case.id));
+                // A failed request is often the first sign of a dying server: give it a moment to show.
+                if let Some(p) = process.as_mut() {
+                    let until = Instant::now() + Duration::from_secs(1);
+                    while p.exited().is_none() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(25));
                     }
                 }
             }
@@ -273,21 +247,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         Some(p) => stop_server(p, profile.stop_grace, crashed, loaded, &mut life),
     };
     drop(rt);
-    let observed = bracket.map(|b| b.finish(KERNEL_LOG_GRACE));
-    let ours = Ours {
-        pids: process.as_ref().map(|p| vec![p.pid()]).unwrap_or_default(),
-        names: match &profile.target {
-            Target::Spawn(s) => {
-                s.binary.file_name().map(|n| n.to_string_lossy().chars().take(15).collect()).into_iter().collect()
-            }
-            Target::Attach(_) => Vec::new(),
-        },
-        bdf: runtime["gpu"]["pci_bus_id"].as_str().map(crate::sentry::patterns::normalise_bdf),
-        on_gpu: profile.device.is_gpu(),
-    };
-    let stderr = process.as_ref().map(|p| read_tail(p.log_path(), 8 << 20)).unwrap_or_default();
-    let (mut sentry, sentry_findings) =
-        crate::sentry::assess(observed.as_ref().map_err(String::as_str), &stderr, &ours);
+    let (mut sentry, sentry_findings) = kernel_verdict(profile, process.as_ref(), &runtime, bracket);
     if let Some((waited, seen)) = gpu_wait {
         sentry.gpu_wait_seconds = Some(waited);
         sentry.gpu_holders_seen = seen;
@@ -365,16 +325,40 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     Ok(record)
 }
 
+/// Closes the kernel-log bracket and judges it together with the server's stderr, knowing which processes, names
+/// and PCI address are ours.
+pub(crate) fn kernel_verdict(
+    profile: &Profile,
+    process: Option<&ServerProcess>,
+    runtime: &Value,
+    bracket: Result<crate::sentry::kmsg::Bracket, String>,
+) -> (gauntlet_schema::SentryRecord, Vec<Finding>) {
+    let observed = bracket.map(|b| b.finish(KERNEL_LOG_GRACE));
+    let ours = Ours {
+        pids: process.map(|p| vec![p.pid()]).unwrap_or_default(),
+        names: match &profile.target {
+            Target::Spawn(s) => {
+                s.binary.file_name().map(|n| n.to_string_lossy().chars().take(15).collect()).into_iter().collect()
+            }
+            Target::Attach(_) => Vec::new(),
+        },
+        bdf: runtime["gpu"]["pci_bus_id"].as_str().map(crate::sentry::patterns::normalise_bdf),
+        on_gpu: profile.device.is_gpu(),
+    };
+    let stderr = process.map(|p| read_tail(p.log_path(), 8 << 20)).unwrap_or_default();
+    crate::sentry::assess(observed.as_ref().map_err(String::as_str), &stderr, &ours)
+}
+
 /// The server's own build string, when it reports one (llama.cpp: `/props` → `build_info`). Best effort, bounded.
 /// Teardown faults (NVIDIA Xid 45, amdgpu queue eviction failures, resets) are logged after the process exits.
 const KERNEL_LOG_GRACE: Duration = Duration::from_secs(1);
 
 /// `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names (fault-injection tests); `Err` = blind, with the reason.
 /// The host lock (held for the run) and, on a GPU, the seconds waited and who held it meanwhile.
-pub(super) type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
+pub(crate) type Claimed = (Option<gpu::HostLock>, Option<(f64, Vec<String>)>);
 
 /// On a GPU: take the host lock when asked, then wait (bounded) until no other process holds the device.
-pub(super) fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claimed, GateError> {
+pub(crate) fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Result<Claimed, GateError> {
     if !profile.device.is_gpu() {
         return Ok((None, None));
     }
@@ -405,7 +389,7 @@ pub(super) fn claim_device(profile: &Profile, reporter: &mut dyn Reporter) -> Re
 /// The server's processes (its process group) that hold the bound GPU, the memory they hold, and a finding when
 /// none does: a GPU profile whose server computes on the CPU (a build without GPU support, no layers offloaded)
 /// would otherwise be measured and filed under the GPU's identity.
-fn server_on_gpu(profile: &Profile, server_pid: u32) -> (Vec<u32>, Option<u64>, Option<Finding>) {
+pub(crate) fn server_on_gpu(profile: &Profile, server_pid: u32) -> (Vec<u32>, Option<u64>, Option<Finding>) {
     let label = profile.device.label();
     let holders = match gpu::probe().holders(&profile.device) {
         Ok(h) => h,
@@ -469,6 +453,54 @@ async fn server_build(client: &Client) -> Option<String> {
     Some(build.chars().take(200).collect())
 }
 
+/// A case's record before it is asked: skipped until [`answer_case`] says otherwise.
+pub(crate) fn new_case_record(case: &Case, request_model: &str) -> CaseRecord {
+    CaseRecord {
+        id: case.id.clone(),
+        status: CaseStatus::Skipped,
+        skip_reason: None,
+        repeat_of: case.repeat_of.clone(),
+        stream: case.stream,
+        request: case.request_body(request_model),
+        answer: None,
+        error: None,
+        seconds: None,
+        observed: None,
+        checks: Vec::new(),
+    }
+}
+
+/// Asks one case and judges the answer: by its checks, or for a repeat by equality with its source's text.
+pub(crate) async fn answer_case(
+    client: &Client,
+    case: &Case,
+    record: &mut CaseRecord,
+    source_observed: Option<&str>,
+    deadline: Instant,
+) -> Result<(), ClientError> {
+    let sent = Instant::now();
+    let result = client.chat(&record.request, deadline).await;
+    record.seconds = Some(sent.elapsed().as_secs_f64());
+    match result {
+        Ok(answer) => {
+            let observed = observed_text(&answer);
+            record.checks = match source_observed {
+                Some(src) => vec![repeat_check(src, &observed)],
+                None => evaluate(&case.check, &answer),
+            };
+            record.status = if record.checks.iter().all(|c| c.passed) { CaseStatus::Pass } else { CaseStatus::Fail };
+            record.observed = Some(observed);
+            record.answer = Some(answer);
+            Ok(())
+        }
+        Err(e) => {
+            record.status = CaseStatus::Error;
+            record.error = Some(e.to_string());
+            Err(e)
+        }
+    }
+}
+
 fn repeat_check(source: &str, observed: &str) -> CheckResult {
     match crate::compare::first_difference(source, observed) {
         None => CheckResult { check: "identical".into(), passed: true, detail: String::new() },
@@ -482,7 +514,7 @@ fn repeat_check(source: &str, observed: &str) -> CheckResult {
 
 /// Readiness = the health endpoint answers 200 AND one tiny real generation succeeds (a lazy server loads the
 /// model on its first request). Load time = spawn → that reply. Bounded by the load timeout.
-pub(super) async fn wait_ready(
+pub(crate) async fn wait_ready(
     client: &Client,
     profile: &Profile,
     mut process: Option<&mut ServerProcess>,
@@ -536,7 +568,7 @@ pub(super) async fn wait_ready(
     }
 }
 
-pub(super) fn stop_server(
+pub(crate) fn stop_server(
     p: &mut ServerProcess,
     grace: Duration,
     crashed: bool,

@@ -100,6 +100,61 @@ pub fn environment() -> Environment {
     }
 }
 
+/// How long a helper command (git, `server --version`) may take.
+pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs a helper command with a deadline (killed when it passes) and returns its exit code, stdout and stderr.
+fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, String), String> {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{program}`: {e}"))?;
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.by_ref().take(1 << 20).read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
+    let deadline = std::time::Instant::now() + HELPER_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs()));
+            }
+        }
+    };
+    Ok((status.code(), out.join().unwrap_or_default(), err.join().unwrap_or_default()))
+}
+
+/// A helper's stdout, or why it failed (its stderr when it exited non-zero).
+pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, String> {
+    match run_helper(program, args)? {
+        (Some(0), out, _) => Ok(out),
+        (code, _, err) => Err(format!("`{program}` exited with {code:?}: {}", err.trim())),
+    }
+}
+
+/// A helper's exit code with stdout and stderr together (version banners go to either).
+pub fn run_bounded_merged(program: &str, args: &[&str]) -> Result<(Option<i32>, String), String> {
+    run_helper(program, args).map(|(code, out, err)| (code, format!("{out}{err}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,221 @@
+//! A profile's `[profiles.P.qualify]` table: what release qualification runs (DESIGN §10). Every key has a default
+//! small enough for a CI runner; the settings are snapshotted into the evidence bundle, so `verify` judges the
+//! evidence by the rules it was produced under, not by whatever the manifest says today.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::Value;
+
+use super::fields::{Problems, Reader, join, type_name};
+use crate::run::Workload;
+
+pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum QualitySet {
+    /// The built-in arithmetic word problems (`qualify::words`), identified by version, seed and count.
+    Arithmetic { version: u32, seed: u64, count: usize },
+    /// A JSONL file in GSM8K's format; its sha256 is recorded in the bundle.
+    Jsonl { path: PathBuf },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Quality {
+    pub set: QualitySet,
+    /// Accuracy at or above this passes R2.
+    pub floor: f64,
+    pub max_tokens: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QualifySettings {
+    /// R3's concurrency and R4's top level.
+    pub max_concurrency: usize,
+    pub quality: Quality,
+    /// R4: concurrency 1, 2 and max, this many tokens, warm-ups and batches.
+    pub saturation: Workload,
+    /// R5: the measured samples compared with the baseline.
+    pub performance: Workload,
+    /// R6: seconds between monitor samples, and the drift limits.
+    pub monitor_interval_seconds: f64,
+    pub monitor: crate::qualify::drift::Limits,
+    /// Per stage, seconds.
+    pub timeouts: std::collections::BTreeMap<String, f64>,
+    /// A git work tree whose tracked files must be clean (R0); none declared = not checked, and R0 says so.
+    pub source: Option<PathBuf>,
+}
+
+impl QualifySettings {
+    pub fn timeout(&self, stage: &str) -> Duration {
+        Duration::from_secs_f64(self.timeouts.get(stage).copied().unwrap_or(600.0))
+    }
+}
+
+fn default_settings(load_timeout: Duration, suite_budget: Duration) -> QualifySettings {
+    let timeouts = [
+        ("R0", load_timeout.as_secs_f64() + 120.0),
+        ("R1", suite_budget.as_secs_f64() + 30.0),
+        ("R2", 900.0),
+        ("R3", suite_budget.as_secs_f64() * 2.0 + 30.0),
+        ("R4", 600.0),
+        ("R5", 1200.0),
+        ("R6", 60.0),
+        ("R7", 120.0),
+    ];
+    QualifySettings {
+        max_concurrency: 2,
+        quality: Quality {
+            set: QualitySet::Arithmetic { version: 1, seed: 1, count: 20 },
+            floor: 0.0,
+            max_tokens: 160,
+        },
+        saturation: Workload { concurrency: vec![1, 2], max_tokens: 32, warmups: 1, repetitions: 2 },
+        performance: Workload { concurrency: vec![1, 2], max_tokens: 32, warmups: 1, repetitions: 5 },
+        monitor_interval_seconds: 0.5,
+        monitor: crate::qualify::drift::Limits {
+            window: 5,
+            max_rss_growth_mib: 256.0,
+            max_health_latency_growth: 3.0,
+            health_latency_slack_seconds: 0.05,
+            max_gpu_memory_growth_mib: None,
+            require_rss: true,
+        },
+        timeouts: timeouts.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        source: None,
+    }
+}
+
+fn counts(p: &mut Problems, r: &Reader, key: &str) -> Option<Vec<usize>> {
+    let Value::Array(items) = r.table.get(key)? else {
+        p.error(&r.at(key), "expected an array of positive integers");
+        return None;
+    };
+    let mut out = Vec::new();
+    for (i, v) in items.iter().enumerate() {
+        match v {
+            Value::Integer(n) if (1..=4096).contains(n) => out.push(*n as usize),
+            other => p.error(
+                &format!("{}[{i}]", r.at(key)),
+                format!("expected an integer in 1..=4096, found {}", type_name(other)),
+            ),
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn workload(p: &mut Problems, r: &Reader, key: &str, mut w: Workload) -> Workload {
+    let Some(t) = r.table_of(p, key) else { return w };
+    let path = r.at(key);
+    p.unknown_keys(t, &path, &["concurrency", "max_tokens", "warmups", "samples"]);
+    let r = Reader::new(t, path);
+    if let Some(c) = counts(p, &r, "concurrency") {
+        w.concurrency = c;
+    }
+    if let Some(n) = r.integer(p, "max_tokens", 1, 1 << 20) {
+        w.max_tokens = n as u64;
+    }
+    if let Some(n) = r.integer(p, "warmups", 0, 1000) {
+        w.warmups = n as usize;
+    }
+    if let Some(n) = r.integer(p, "samples", 2, 10_000) {
+        w.repetitions = n as usize;
+    }
+    w
+}
+
+pub(crate) fn read_qualify(
+    p: &mut Problems,
+    r: &Reader,
+    root: &Path,
+    load_timeout: Duration,
+    suite_budget: Duration,
+) -> QualifySettings {
+    let mut s = default_settings(load_timeout, suite_budget);
+    let Some(t) = r.table_of(p, "qualify") else { return s };
+    let path = r.at("qualify");
+    p.unknown_keys(
+        t,
+        &path,
+        &["max_concurrency", "quality", "saturation", "performance", "monitor", "timeouts", "source"],
+    );
+    let q = Reader::new(t, path.clone());
+    if let Some(n) = q.integer(p, "max_concurrency", 2, 4096) {
+        s.max_concurrency = n as usize;
+    }
+    s.saturation.concurrency = vec![1, 2, s.max_concurrency];
+    s.saturation.concurrency.dedup();
+    s.saturation = workload(p, &q, "saturation", s.saturation);
+    s.performance = workload(p, &q, "performance", s.performance);
+    if let Some(src) = q.string(p, "source") {
+        s.source = Some(root.join(src));
+    }
+    if let Some(qt) = q.table_of(p, "quality") {
+        let qp = join(&path, "quality");
+        p.unknown_keys(qt, &qp, &["set", "seed", "count", "floor", "max_tokens"]);
+        let qr = Reader::new(qt, qp);
+        let seed = qr.integer(p, "seed", 0, i64::MAX).map(|n| n as u64).unwrap_or(1);
+        let count = qr.integer(p, "count", 1, 100_000).map(|n| n as usize).unwrap_or(20);
+        match qr.string(p, "set").as_deref() {
+            None | Some("arith-v1") => s.quality.set = QualitySet::Arithmetic { version: 1, seed, count },
+            Some(other) if other.starts_with("arith-v") => {
+                p.error(&qr.at("set"), format!("`{other}`: this gauntlet generates arith-v1 only"))
+            }
+            Some(file) => {
+                for key in ["seed", "count"] {
+                    if qr.has(key) {
+                        p.error(&qr.at(key), "only applies to the built-in set `arith-v1`");
+                    }
+                }
+                let path = root.join(file);
+                if !path.is_file() {
+                    p.error(&qr.at("set"), format!("`{}` is not a file (want GSM8K-style JSONL)", path.display()));
+                }
+                s.quality.set = QualitySet::Jsonl { path };
+            }
+        }
+        if let Some(f) = qr.float(p, "floor", 0.0, 1.0) {
+            s.quality.floor = f;
+        }
+        if let Some(n) = qr.integer(p, "max_tokens", 1, 1 << 20) {
+            s.quality.max_tokens = n as u64;
+        }
+    }
+    if let Some(mt) = q.table_of(p, "monitor") {
+        let mp = join(&path, "monitor");
+        p.unknown_keys(
+            mt,
+            &mp,
+            &["interval", "window", "max_rss_growth_mib", "max_health_latency_growth", "max_gpu_memory_growth_mib"],
+        );
+        let m = Reader::new(mt, mp);
+        if let Some(d) = m.duration(p, "interval", Duration::from_secs(60)) {
+            s.monitor_interval_seconds = d.as_secs_f64();
+        }
+        if let Some(n) = m.integer(p, "window", 1, 10_000) {
+            s.monitor.window = n as usize;
+        }
+        if let Some(x) = m.float(p, "max_rss_growth_mib", 0.0, 1e9) {
+            s.monitor.max_rss_growth_mib = x;
+        }
+        if let Some(x) = m.float(p, "max_health_latency_growth", 0.0, 1e6) {
+            s.monitor.max_health_latency_growth = x;
+        }
+        if let Some(x) = m.float(p, "max_gpu_memory_growth_mib", 0.0, 1e9) {
+            s.monitor.max_gpu_memory_growth_mib = Some(x);
+        }
+    }
+    if let Some(tt) = q.table_of(p, "timeouts") {
+        let tp = join(&path, "timeouts");
+        p.unknown_keys(tt, &tp, &STAGES);
+        let tr = Reader::new(tt, tp);
+        for stage in STAGES {
+            if let Some(d) = tr.duration(p, stage, Duration::from_secs(24 * 3600)) {
+                s.timeouts.insert(stage.into(), d.as_secs_f64());
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,338 @@
+//! Checking an evidence bundle offline (R7, and `gauntlet verify`). It fails closed: a missing or unreadable file,
+//! a file of another run, an identity that does not match, or a stored verdict that its raw data does not give
+//! again is a problem, and every problem is listed, not just the first.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{
+    BASELINE_FILE, DeterminismCase, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification, QualityItem,
+    REPORT_FILE, SNAPSHOT_FILE, correctness_failures, determinism_failures, drift, fold, is_deterministic,
+    quality_problems, quality_verdict, words,
+};
+use crate::manifest::QualifySettings;
+use crate::run::{BenchRecord, Level, Workload};
+
+/// Files that describe the bundle rather than being evidence: not hashed into the manifest.
+const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, "qualification.html"];
+
+/// Every problem with the finished bundle in `dir`; empty = valid.
+pub fn verify_bundle(dir: &Path) -> Vec<String> {
+    check(dir, true)
+}
+
+fn read_json(dir: &Path, name: &str, problems: &mut Vec<String>) -> Option<Value> {
+    let text = match std::fs::read_to_string(dir.join(name)) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            problems.push(format!("missing evidence: {name}"));
+            return None;
+        }
+        Err(e) => {
+            problems.push(format!("{name}: unreadable: {e}"));
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            problems.push(format!("{name}: not JSON: {e}"));
+            None
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: &Value, what: &str, problems: &mut Vec<String>) -> Option<T> {
+    match serde_json::from_value(v.clone()) {
+        Ok(x) => Some(x),
+        Err(e) => {
+            problems.push(format!("{what}: malformed: {e}"));
+            None
+        }
+    }
+}
+
+/// `finished`: the run is over and R7 wrote the manifest (false while R7 itself runs).
+pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(report) = read_json(dir, REPORT_FILE, &mut problems) else { return problems };
+    if report["qualification_version"].as_u64() != Some(QUALIFICATION_VERSION as u64) {
+        problems.push(format!(
+            "{REPORT_FILE}: qualification_version {} is not one this gauntlet reads ({QUALIFICATION_VERSION})",
+            report["qualification_version"]
+        ));
+        return problems;
+    }
+    let Some(report) = parse::<Qualification>(&report, REPORT_FILE, &mut problems) else { return problems };
+    let Some(snapshot) = read_json(dir, SNAPSHOT_FILE, &mut problems) else { return problems };
+    let run_id = report.run_id.as_str();
+    if snapshot["run_id"].as_str() != Some(run_id) {
+        problems.push(format!("{SNAPSHOT_FILE} belongs to another run (run_id {})", snapshot["run_id"]));
+    }
+    let digest = crate::identity::digest(&snapshot["identity"]);
+    if snapshot["identity_digest"].as_str() != Some(digest.as_str()) || report.identity_digest != digest {
+        problems.push(format!(
+            "identity mismatch: {SNAPSHOT_FILE}'s identity hashes to {digest}, it records {} and {REPORT_FILE} {}",
+            snapshot["identity_digest"], report.identity_digest
+        ));
+    }
+    let Some(settings) =
+        parse::<QualifySettings>(&snapshot["qualify"], "profile.snapshot.json: qualify", &mut problems)
+    else {
+        return problems;
+    };
+
+    for row in &report.stages {
+        if row.id == "R7" && !finished {
+            continue;
+        }
+        match row.status.as_str() {
+            "not-run" => continue,
+            "pass" | "fail" | "inconclusive" => {}
+            other => {
+                problems.push(format!("{}: stage never finished (status `{other}`)", row.id));
+                continue;
+            }
+        }
+        let Some(file) = read_json(dir, &row.file, &mut problems) else { continue };
+        if file["run_id"].as_str() != Some(run_id) {
+            problems
+                .push(format!("{} belongs to another run (run_id {}, this run {run_id})", row.file, file["run_id"]));
+            continue;
+        }
+        if file["stage"].as_str() != Some(row.id.as_str()) {
+            problems.push(format!("{}: says it is stage {}, not {}", row.file, file["stage"], row.id));
+        }
+        if file["status"].as_str() != Some(row.status.as_str()) {
+            problems.push(format!("{}: status {} but the report says {}", row.file, file["status"], row.status));
+        }
+        if row.timed_out || !file["server_down"].is_null() {
+            // Abandoned at its timeout, or not started on a dead server: no data to recompute, and it failed.
+            if row.status != "fail" {
+                problems.push(format!("{}: timed out but recorded as {}", row.id, row.status));
+            }
+            continue;
+        }
+        let recomputed = match row.id.as_str() {
+            "R0" => r0(&file, &snapshot, &report, &mut problems),
+            "R1" => r1(&file, &snapshot, &mut problems),
+            "R2" => r2(&file, &settings, &mut problems),
+            "R3" => r3(&file, &mut problems),
+            "R4" => {
+                levels(&file, "R4", &mut problems);
+                None
+            }
+            "R5" => r5(dir, &file, &mut problems),
+            "R6" => r6(dir, &file, &settings, &mut problems),
+            _ => r7(dir, &file, &mut problems),
+        };
+        if let Some(status) = recomputed
+            && status != row.status
+        {
+            problems
+                .push(format!("{}: recomputed from its raw data the stage is {status}, not {}", row.id, row.status));
+        }
+    }
+    if finished {
+        if report.finished_at.is_none() {
+            problems.push("the run did not finish (no finished_at): the bundle is incomplete".into());
+        }
+        let verdict = fold(&report.stages);
+        if report.verdict != verdict {
+            problems.push(format!("{REPORT_FILE}: verdict {} but its stages give {verdict}", report.verdict));
+        }
+    }
+    problems
+}
+
+fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<String> {
+    let digest = crate::identity::digest(&file["identity"]);
+    if file["identity_digest"].as_str() != Some(digest.as_str()) || digest != report.identity_digest {
+        problems.push(format!(
+            "identity mismatch: r0-identity.json's identity hashes to {digest}, the run's identity is {}",
+            report.identity_digest
+        ));
+    }
+    let recorded = &snapshot["identity"]["recipe"]["model"]["sha256"];
+    if !file["model_sha256"].is_null() && file["model_sha256"] != *recorded && file["status"] == "pass" {
+        problems
+            .push(format!("r0-identity.json: model sha256 {} is not the identity's {recorded}", file["model_sha256"]));
+    }
+    if file["command"].is_array() && file["command"] != snapshot["command"] {
+        problems.push("r0-identity.json: the server command differs from the snapshot's".into());
+    }
+    None
+}
+
+fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<String> {
+    let cases: Vec<gauntlet_schema::CaseRecord> = parse(&file["cases"], "r1-correctness.json: cases", problems)?;
+    let expected: Vec<String> = parse(&snapshot["expected_failures"], "profile.snapshot.json", problems)?;
+    let failures = correctness_failures(&cases, &expected);
+    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+}
+
+fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+    let items: Vec<QualityItem> = parse(&file["items"], "r2-quality.json: items", problems)?;
+    match quality_problems(&settings.quality.set) {
+        Ok((set, _)) => {
+            let same = set.len() == items.len()
+                && set.iter().zip(&items).all(|(p, i)| p.id == i.id && p.question == i.question && p.gold == i.gold);
+            if !same {
+                problems
+                    .push("r2-quality.json: its problems are not the declared set's (question or gold changed)".into());
+            }
+        }
+        Err(e) => problems.push(format!("R2: cannot rebuild the problem set: {e}")),
+    }
+    let mut rescored = items.clone();
+    for i in &mut rescored {
+        i.correct = i.reply.as_deref().is_some_and(|r| words::is_correct(r, &i.gold));
+    }
+    let changed: Vec<&str> =
+        items.iter().zip(&rescored).filter(|(a, b)| a.correct != b.correct).map(|(a, _)| a.id.as_str()).collect();
+    if !changed.is_empty() {
+        problems.push(format!("r2-quality.json: scoring the replies again changes {}", changed.join(", ")));
+    }
+    let (accuracy, failures) = quality_verdict(&rescored, settings.quality.floor);
+    if file["accuracy"].as_f64() != Some(accuracy) {
+        problems.push(format!("r2-quality.json: accuracy {} but the replies give {accuracy}", file["accuracy"]));
+    }
+    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+}
+
+fn r3(file: &Value, problems: &mut Vec<String>) -> Option<String> {
+    let cases: Vec<DeterminismCase> = parse(&file["cases"], "r3-determinism.json: cases", problems)?;
+    for c in &cases {
+        if c.deterministic != is_deterministic(&c.answers) {
+            problems.push(format!("r3-determinism.json: case `{}` says deterministic = {}", c.id, c.deterministic));
+        }
+    }
+    let recomputed: Vec<DeterminismCase> =
+        cases.into_iter().map(|c| DeterminismCase { deterministic: is_deterministic(&c.answers), ..c }).collect();
+    Some(if determinism_failures(&recomputed).is_empty() { "pass" } else { "fail" }.into())
+}
+
+/// Recomputes every level's metrics and per-batch samples from its raw batches; they must be equal.
+fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<Level>> {
+    let workload: Workload = parse(&file["workload"], &format!("{stage}: workload"), problems)?;
+    let stored: Vec<Level> = parse(&file["levels"], &format!("{stage}: levels"), problems)?;
+    let mut out = Vec::new();
+    for l in &stored {
+        let again = crate::run::level(l.concurrency, l.batches.clone(), workload.max_tokens);
+        if again.samples != l.samples {
+            problems.push(format!("{stage}: c{} samples differ from those its raw timelines give", l.concurrency));
+        }
+        if again.metrics != l.metrics {
+            problems.push(format!("{stage}: c{} metrics differ from those its raw timelines give", l.concurrency));
+        }
+        out.push(Level { comparisons: l.comparisons.clone(), ..again });
+    }
+    Some(out)
+}
+
+fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+    let mut recomputed = levels(file, "R5", problems)?;
+    let baseline = if file["baseline"].is_null() {
+        None
+    } else {
+        let v = read_json(dir, BASELINE_FILE, problems)?;
+        Some(parse::<BenchRecord>(&v, BASELINE_FILE, problems)?)
+    };
+    let rules = parse(&file["rules"], "R5: rules", problems)?;
+    let (verdict, _) = crate::run::assess(&mut recomputed, baseline.as_ref(), true, &rules);
+    if file["verdict"].as_str() != Some(verdict.as_str()) {
+        problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
+    }
+    let calls = |ls: &[Level]| -> Vec<(usize, String, String)> {
+        ls.iter()
+            .flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call.clone())))
+            .collect()
+    };
+    let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
+    if calls(&stored) != calls(&recomputed) {
+        problems.push("R5: comparing the samples with the baseline again gives other calls".into());
+    }
+    None
+}
+
+fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+    let text = match std::fs::read_to_string(dir.join(MONITOR_FILE)) {
+        Ok(t) => t,
+        Err(_) => {
+            problems.push(format!("missing evidence: {MONITOR_FILE}"));
+            return None;
+        }
+    };
+    let samples = match drift::read_samples(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            problems.push(format!("{MONITOR_FILE}: {e}"));
+            return None;
+        }
+    };
+    let again = drift::evaluate(&samples, &settings.monitor);
+    if serde_json::to_value(&again).ok().as_ref() != Some(&file["drift"]) {
+        problems.push(format!("R6: the drift verdict recomputed from {MONITOR_FILE} differs from r6-drift.json"));
+    }
+    if again.status == "fail" && file["status"] == "pass" {
+        return Some("fail".into());
+    }
+    None
+}
+
+fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+    let Some(listed) = file["files"].as_array() else {
+        problems.push(format!("{MANIFEST_FILE}: no file list"));
+        return None;
+    };
+    let mut names = Vec::new();
+    for f in listed {
+        let (Some(path), Some(sha), Some(bytes)) = (f["path"].as_str(), f["sha256"].as_str(), f["bytes"].as_u64())
+        else {
+            problems.push(format!("{MANIFEST_FILE}: malformed entry {f}"));
+            continue;
+        };
+        names.push(path.to_owned());
+        match crate::util::sha256_file(&dir.join(path)) {
+            Err(_) => problems.push(format!("missing evidence: {path}")),
+            Ok(actual) if actual != sha => {
+                problems.push(format!("{path}: sha256 is {actual}, the manifest says {sha}"))
+            }
+            Ok(_) => {
+                let size = std::fs::metadata(dir.join(path)).map(|m| m.len()).unwrap_or(0);
+                if size != bytes {
+                    problems.push(format!("{path}: {size} bytes, the manifest says {bytes}"));
+                }
+            }
+        }
+    }
+    match inventory(dir) {
+        Ok(present) => {
+            for p in present {
+                let name = p["path"].as_str().unwrap_or_default();
+                if !names.iter().any(|n| n == name) {
+                    problems.push(format!("{name} is not in {MANIFEST_FILE}"));
+                }
+            }
+        }
+        Err(e) => problems.push(format!("cannot list the bundle: {e}")),
+    }
+    None
+}
+
+/// Every evidence file of the bundle with its sha256 and size, sorted by name.
+pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || NOT_HASHED.contains(&name.as_str()) || !e.file_type()?.is_file() {
+            continue;
+        }
+        let bytes = e.metadata()?.len();
+        out.push(json!({"path": name, "sha256": crate::util::sha256_file(&e.path())?, "bytes": bytes}));
+    }
+    Ok(out)
+}
