@@ -69,6 +69,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Losslessness: does run B say exactly what run A said? Per case: identical or the first divergence. With a
+    /// control run (A's setup again), a case where the control differs from A is inconclusive, not a failure.
+    Compare {
+        /// run.json of A, or its output folder.
+        a: PathBuf,
+        /// run.json of B, or its output folder.
+        b: PathBuf,
+        /// A second run of A's setup.
+        #[arg(long, value_name = "RUN")]
+        control: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Fold the run records of a CI matrix into one verdict, summary.md, junit.xml and merged.json.
     Report(ReportArgs),
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
@@ -289,6 +302,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Qualify(args) => qualify(args),
         Command::Verify { bundle, json } => verify(&bundle, json),
+        Command::Compare { a, b, control, json } => compare(&a, &b, control.as_deref(), json),
         Command::Doctor { manifest, profile, store, json } => {
             doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)
         }
@@ -580,6 +594,40 @@ fn qualify(args: QualifyArgs) -> Result<u8, Failure> {
     let mut out = std::io::stdout().lock();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
     Ok(match report.verdict.as_str() {
+        "pass" => exit::OK,
+        "inconclusive" => exit::INCONCLUSIVE,
+        _ => exit::FAIL,
+    })
+}
+
+/// A run record as raw JSON: `run.json`, or a folder holding one.
+fn read_run_value(path: &Path) -> Result<Value, Failure> {
+    let file = if path.is_dir() { path.join("run.json") } else { path.to_owned() };
+    let text = std::fs::read_to_string(&file).map_err(|e| Failure::BadInput(format!("`{}`: {e}", file.display())))?;
+    serde_json::from_str(&text).map_err(|e| Failure::BadInput(format!("`{}`: not JSON: {e}", file.display())))
+}
+
+fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) -> Result<u8, Failure> {
+    let (av, bv) = (read_run_value(a)?, read_run_value(b)?);
+    let cv = control.map(read_run_value).transpose()?;
+    let result = gauntlet_engine::compare::lossless::lossless(&av, &bv, cv.as_ref()).map_err(Failure::BadInput)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+    } else {
+        for c in &result.cases {
+            let at = match (c.char_index, c.token_index) {
+                (Some(ch), Some(t)) => format!(" at char {ch}, token {t}"),
+                (Some(ch), None) => format!(" at char {ch}"),
+                (None, Some(t)) => format!(" at token {t}"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "{:<14} {}{at} {}", c.status, c.id, c.detail);
+        }
+        let control = if result.controlled { "with a control run" } else { "without a control run" };
+        let _ = writeln!(out, "lossless: {} ({control})", result.verdict.to_uppercase());
+    }
+    Ok(match result.verdict.as_str() {
         "pass" => exit::OK,
         "inconclusive" => exit::INCONCLUSIVE,
         _ => exit::FAIL,

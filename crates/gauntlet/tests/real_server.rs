@@ -265,105 +265,115 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
         base_sha: &'a str,
     }
     // Runs one job's steps; returns its step outputs (GITHUB_OUTPUT lines) and the exit code of its last step.
-    let run_job = |job: &str, event: &Event, matrix_entry: Option<&Value>, needs: &[(&str, String)]| {
-        let steps = workflow["jobs"][job]["steps"].as_sequence().unwrap();
-        let mut outputs: Vec<(String, String)> = Vec::new();
-        let mut code = 0;
-        let expr = |e: &str| -> String {
-            match e.trim() {
-                "github.event_name" => event.name.to_owned(),
-                "github.event.pull_request.base.sha" => event.base_sha.to_owned(),
-                "matrix.profile" => matrix_entry.unwrap()["profile"].as_str().unwrap().to_owned(),
-                other if other.starts_with("inputs.") => {
-                    let key = &other["inputs.".len()..];
-                    event.inputs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string()).unwrap_or_default()
+    let run_job =
+        |wf: &serde_yaml::Value, job: &str, event: &Event, matrix_entry: Option<&Value>, needs: &[(&str, String)]| {
+            let steps = wf["jobs"][job]["steps"].as_sequence().unwrap();
+            let env_file = root.join(format!("env-{job}"));
+            let _ = std::fs::remove_file(&env_file);
+            let mut outputs: Vec<(String, String)> = Vec::new();
+            let mut code = 0;
+            let expr = |e: &str| -> String {
+                match e.trim() {
+                    "github.event_name" => event.name.to_owned(),
+                    "github.event.pull_request.base.sha" => event.base_sha.to_owned(),
+                    "matrix.profile" => matrix_entry.unwrap()["profile"].as_str().unwrap().to_owned(),
+                    other if other.starts_with("inputs.") => {
+                        let key = &other["inputs.".len()..];
+                        event.inputs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.to_string()).unwrap_or_default()
+                    }
+                    other if other.starts_with("needs.plan.outputs.") => {
+                        let key = &other["needs.plan.outputs.".len()..];
+                        needs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
+                    }
+                    other => panic!("the replay does not know the expression `{other}`"),
                 }
-                other if other.starts_with("needs.plan.outputs.") => {
-                    let key = &other["needs.plan.outputs.".len()..];
-                    needs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()).unwrap()
+            };
+            let substitute = |text: &str| {
+                let mut out = String::new();
+                let mut rest = text;
+                while let Some(start) = rest.find("${{") {
+                    out.push_str(&rest[..start]);
+                    let end = rest[start..].find("}}").unwrap() + start;
+                    out.push_str(&expr(&rest[start + 3..end]));
+                    rest = &rest[end + 2..];
                 }
-                other => panic!("the replay does not know the expression `{other}`"),
-            }
-        };
-        let substitute = |text: &str| {
-            let mut out = String::new();
-            let mut rest = text;
-            while let Some(start) = rest.find("${{") {
-                out.push_str(&rest[..start]);
-                let end = rest[start..].find("}}").unwrap() + start;
-                out.push_str(&expr(&rest[start + 3..end]));
-                rest = &rest[end + 2..];
-            }
-            out + rest
-        };
-        for step in steps {
-            if let Some(uses) = step["uses"].as_str() {
-                if uses.starts_with("actions/upload-artifact@") {
-                    // The artifact lands where download-artifact puts it: <workspace>/shards/<name>/…
-                    let name = substitute(step["with"]["name"].as_str().unwrap());
-                    let path = repo.join(substitute(step["with"]["path"].as_str().unwrap()));
-                    if path.is_dir() && name != "gauntlet-merged" {
-                        let dest = repo.join("shards").join(&name);
-                        std::fs::create_dir_all(&dest).unwrap();
-                        for f in std::fs::read_dir(&path).unwrap().flatten() {
-                            std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
+                out + rest
+            };
+            for step in steps {
+                if let Some(uses) = step["uses"].as_str() {
+                    if uses.starts_with("actions/upload-artifact@") {
+                        // The artifact lands where download-artifact puts it: <workspace>/shards/<name>/…
+                        let name = substitute(step["with"]["name"].as_str().unwrap());
+                        let path = repo.join(substitute(step["with"]["path"].as_str().unwrap()));
+                        if path.is_dir() && name != "gauntlet-merged" {
+                            let dest = repo.join("shards").join(&name);
+                            std::fs::create_dir_all(&dest).unwrap();
+                            for f in std::fs::read_dir(&path).unwrap().flatten() {
+                                std::fs::copy(f.path(), dest.join(f.file_name())).unwrap();
+                            }
                         }
                     }
+                    continue; // checkout: the repository is already there; download: shards/ is already filled
                 }
-                continue; // checkout: the repository is already there; download: shards/ is already filled
-            }
-            let Some(run) = step["run"].as_str() else { continue };
-            if run.starts_with("cargo install") {
-                assert!(run.contains("--locked"), "{run}");
-                continue; // gauntlet is on PATH already
-            }
-            let mut cmd = std::process::Command::new("bash");
-            cmd.arg("-c").arg(substitute(run));
-            cmd.current_dir(&repo).env_clear();
-            for key in ["HOME", "USER", "LANG", "TMPDIR"] {
-                if let Some(v) = std::env::var_os(key) {
-                    cmd.env(key, v);
+                let Some(run) = step["run"].as_str() else { continue };
+                if run.starts_with("cargo install") {
+                    assert!(run.contains("--locked"), "{run}");
+                    continue; // gauntlet is on PATH already
+                }
+                let mut cmd = std::process::Command::new("bash");
+                cmd.arg("-c").arg(substitute(run));
+                cmd.current_dir(&repo).env_clear();
+                for key in ["HOME", "USER", "LANG", "TMPDIR"] {
+                    if let Some(v) = std::env::var_os(key) {
+                        cmd.env(key, v);
+                    }
+                }
+                cmd.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()));
+                for (k, v) in wf["env"].as_mapping().unwrap() {
+                    cmd.env(k.as_str().unwrap(), substitute(v.as_str().unwrap()));
+                }
+                if let Some(env) = step["env"].as_mapping() {
+                    for (k, v) in env {
+                        let v = v.as_str().map(str::to_owned).unwrap_or_else(|| serde_yaml::to_string(v).unwrap());
+                        cmd.env(k.as_str().unwrap(), substitute(&v));
+                    }
+                }
+                let output_file = root.join(format!("output-{job}"));
+                let _ = std::fs::remove_file(&output_file);
+                cmd.env("GITHUB_ACTIONS", "true")
+                    .env("GITHUB_EVENT_NAME", event.name)
+                    .env("GITHUB_REF", "refs/heads/main")
+                    .env("GITHUB_REPOSITORY", "acme/engine")
+                    .env("GITHUB_SHA", git(&repo, &["rev-parse", "HEAD"]))
+                    .env("GITHUB_EVENT_PATH", &event_payload)
+                    .env("GITHUB_OUTPUT", &output_file)
+                    .env("GITHUB_ENV", &env_file)
+                    .env("GITHUB_STEP_SUMMARY", root.join("step-summary.md"))
+                    .env("GAUNTLET_HOME", &scratch_home);
+                // What earlier steps of the job wrote to $GITHUB_ENV.
+                for line in std::fs::read_to_string(&env_file).unwrap_or_default().lines() {
+                    if let Some((k, v)) = line.split_once('=') {
+                        cmd.env(k, v);
+                    }
+                }
+                let out = cmd.output().unwrap();
+                code = out.status.code().unwrap_or(-1);
+                if code != 0 {
+                    eprintln!(
+                        "step `{run}` exited {code}\n{}\n{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    break;
+                }
+                for line in std::fs::read_to_string(&output_file).unwrap_or_default().lines() {
+                    if let Some((k, v)) = line.split_once('=') {
+                        outputs.push((k.to_owned(), v.to_owned()));
+                    }
                 }
             }
-            cmd.env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()));
-            for (k, v) in workflow["env"].as_mapping().unwrap() {
-                cmd.env(k.as_str().unwrap(), substitute(v.as_str().unwrap()));
-            }
-            if let Some(env) = step["env"].as_mapping() {
-                for (k, v) in env {
-                    let v = v.as_str().map(str::to_owned).unwrap_or_else(|| serde_yaml::to_string(v).unwrap());
-                    cmd.env(k.as_str().unwrap(), substitute(&v));
-                }
-            }
-            let output_file = root.join(format!("output-{job}"));
-            let _ = std::fs::remove_file(&output_file);
-            cmd.env("GITHUB_ACTIONS", "true")
-                .env("GITHUB_EVENT_NAME", event.name)
-                .env("GITHUB_REF", "refs/heads/main")
-                .env("GITHUB_REPOSITORY", "acme/engine")
-                .env("GITHUB_SHA", git(&repo, &["rev-parse", "HEAD"]))
-                .env("GITHUB_EVENT_PATH", &event_payload)
-                .env("GITHUB_OUTPUT", &output_file)
-                .env("GITHUB_STEP_SUMMARY", root.join("step-summary.md"))
-                .env("GAUNTLET_HOME", &scratch_home);
-            let out = cmd.output().unwrap();
-            code = out.status.code().unwrap_or(-1);
-            if code != 0 {
-                eprintln!(
-                    "step `{run}` exited {code}\n{}\n{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                break;
-            }
-            for line in std::fs::read_to_string(&output_file).unwrap_or_default().lines() {
-                if let Some((k, v)) = line.split_once('=') {
-                    outputs.push((k.to_owned(), v.to_owned()));
-                }
-            }
-        }
-        (outputs, code)
-    };
+            (outputs, code)
+        };
     // A fresh runner: no store checkout, no earlier outputs.
     let fresh = || {
         let _ = std::process::Command::new("git")
@@ -376,7 +386,7 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
     };
     let plan_then_gate = |event: &Event| -> (String, Option<Value>) {
         fresh();
-        let (outputs, code) = run_job("plan", event, None, &[]);
+        let (outputs, code) = run_job(&workflow, "plan", event, None, &[]);
         assert_eq!(code, 0);
         let get = |k: &str| outputs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()).unwrap();
         let (count, matrix) = (get("count"), get("matrix"));
@@ -386,11 +396,11 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
         }
         let matrix_v: Value = serde_json::from_str(&matrix).unwrap();
         for entry in matrix_v["include"].as_array().unwrap() {
-            let (_, code) = run_job("gate", event, Some(entry), &[]);
+            let (_, code) = run_job(&workflow, "gate", event, Some(entry), &[]);
             assert!(code == 0 || code == 1, "gate exit {code}");
         }
         let needs = [("matrix", matrix.clone()), ("count", count.clone())];
-        let (_, code) = run_job("merge", event, None, &needs);
+        let (_, code) = run_job(&workflow, "merge", event, None, &needs);
         let merged: Value =
             serde_json::from_str(&std::fs::read_to_string(repo.join("merged/merged.json")).unwrap()).unwrap();
         assert_eq!(code, if merged["verdict"] == "fail" { 1 } else { 0 }, "{merged}");
@@ -426,7 +436,7 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
     std::fs::write(repo.join("server/main.c"), "int main(void) { return 1; }\n").unwrap();
     git(&repo, &["commit", "-qam", "server change"]);
     let (outputs, code) =
-        run_job("plan", &Event { name: "pull_request", inputs: &[], base_sha: &first_sha }, None, &[]);
+        run_job(&workflow, "plan", &Event { name: "pull_request", inputs: &[], base_sha: &first_sha }, None, &[]);
     assert_eq!(code, 0);
     assert!(outputs.iter().any(|(k, v)| k == "count" && v == "1"), "{outputs:?}");
     git(&repo, &["reset", "-q", "--hard", "HEAD~1"]);
@@ -446,6 +456,32 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
     assert!(run["baseline"]["path"].as_str().is_some_and(|s| s.starts_with("store:")), "{}", run["baseline"]);
     let summary = std::fs::read_to_string(root.join("step-summary.md")).unwrap();
     assert!(summary.contains("## gauntlet: PASS"), "{summary}");
+
+    // 5. The qualification workflow, dispatched for `default` with a short stage list: its plan picks the runner,
+    // its job qualifies, verifies, and puts the report in the step summary.
+    let qualify_wf: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/github/gauntlet-qualify.yml"))
+            .unwrap(),
+    )
+    .unwrap();
+    fresh();
+    let _ = std::fs::remove_file(root.join("step-summary.md"));
+    let event = Event { name: "workflow_dispatch", inputs: &[("profile", "default"), ("stages", "R1")], base_sha: "" };
+    let (outputs, code) = run_job(&qualify_wf, "plan", &event, None, &[]);
+    assert_eq!(code, 0);
+    let matrix: Value =
+        serde_json::from_str(&outputs.iter().find(|(k, _)| k == "matrix").map(|(_, v)| v.clone()).unwrap()).unwrap();
+    let entry = &matrix["include"][0];
+    assert_eq!((entry["profile"].as_str(), entry["runner"][0].as_str()), (Some("default"), Some("ubuntu-latest")));
+    let (_, code) = run_job(&qualify_wf, "qualify", &event, Some(entry), &[]);
+    assert_eq!(code, 0, "qualify job");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo.join("bundle/default/qualification.json")).unwrap())
+            .unwrap();
+    assert_eq!((report["verdict"].as_str(), report["partial"].as_bool()), (Some("pass"), Some(true)), "{report}");
+    assert_eq!(report["stages"][1]["status"], "pass", "{report}");
+    let summary = std::fs::read_to_string(root.join("step-summary.md")).unwrap();
+    assert!(summary.contains("# Release qualification: default") && summary.contains("| R1 |"), "{summary}");
 }
 
 /// `gauntlet bench` on the real server at concurrency 1 and 2: every request's timeline kept, metrics derived

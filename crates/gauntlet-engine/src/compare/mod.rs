@@ -1,6 +1,8 @@
 //! Run vs baseline → findings. Pure functions of two run records, kept apart from the store so that the
 //! baseline store (identity-keyed history) can reuse them unchanged.
 
+pub mod lossless;
+
 use gauntlet_schema::{CaseStatus, Finding, RunRecord, Severity, Thresholds};
 use serde_json::Value;
 
