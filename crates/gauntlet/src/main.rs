@@ -553,6 +553,18 @@ fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
     }
 }
 
+/// What `bench` and `qualify` made, or None when the GPU stayed busy (said on stderr; the caller exits 3).
+fn or_skip<T>(result: Result<T, GateError>) -> Result<Option<T>, Failure> {
+    match result {
+        Ok(x) => Ok(Some(x)),
+        Err(GateError::GpuBusy(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            Ok(None)
+        }
+        Err(e) => Err(Failure::BadInput(e.to_string())),
+    }
+}
+
 /// A bench baseline of the same identity, or a clear refusal.
 fn bench_baseline(
     path: Option<&Path>,
@@ -583,14 +595,7 @@ fn qualify(args: QualifyArgs) -> Result<u8, Failure> {
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("qualify-{}", profile.name)));
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };
-    let report = match run_qualify(&profile, &opts, &mut view) {
-        Ok(r) => r,
-        Err(GateError::GpuBusy(why)) => {
-            eprintln!("gauntlet: skipped: {why}");
-            return Ok(exit::SKIP);
-        }
-        Err(e) => return Err(Failure::BadInput(e.to_string())),
-    };
+    let Some(report) = or_skip(run_qualify(&profile, &opts, &mut view))? else { return Ok(exit::SKIP) };
     let mut out = std::io::stdout().lock();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
     Ok(match report.verdict.as_str() {
@@ -675,21 +680,15 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
     };
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
-    let record = match run_bench(
+    let record = or_skip(run_bench(
         &profile,
         &identity,
         &workload,
         baseline.as_ref().map(|(b, p)| (b, p.clone())),
         &out_dir,
         &mut view,
-    ) {
-        Ok(r) => r,
-        Err(GateError::GpuBusy(why)) => {
-            eprintln!("gauntlet: skipped: {why}");
-            return Ok(exit::SKIP);
-        }
-        Err(e) => return Err(Failure::BadInput(e.to_string())),
-    };
+    ))?;
+    let Some(record) = record else { return Ok(exit::SKIP) };
     let mut out = std::io::stdout().lock();
     let _ = terminal::bench(&mut out, &record, &out_dir);
     Ok(match record.verdict.as_str() {

@@ -90,28 +90,22 @@ pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossles
     for (id, ans_a) in &av {
         let find = |v: &[(String, Answer)]| v.iter().position(|(x, _)| x == id);
         let control_identical = cv.as_ref().map(|cv| find(cv).and_then(|i| same(ans_a, &cv[i].1)).unwrap_or(false));
+        let missing = |detail: String| CaseComparison {
+            id: id.clone(),
+            status: "missing".into(),
+            char_index: None,
+            token_index: None,
+            control_identical,
+            detail,
+        };
         let Some(bi) = find(&bv) else {
-            cases.push(CaseComparison {
-                id: id.clone(),
-                status: "missing".into(),
-                char_index: None,
-                token_index: None,
-                control_identical,
-                detail: "B has no such case".into(),
-            });
+            cases.push(missing("B has no such case".into()));
             continue;
         };
         let ans_b = &bv[bi].1;
         let (Some(ta), Some(tb)) = (&ans_a.text, &ans_b.text) else {
             let who = if ans_a.text.is_none() { "A" } else { "B" };
-            cases.push(CaseComparison {
-                id: id.clone(),
-                status: "missing".into(),
-                char_index: None,
-                token_index: None,
-                control_identical,
-                detail: format!("{who} has no answer for it"),
-            });
+            cases.push(missing(format!("{who} has no answer for it")));
             continue;
         };
         let char_index = first_difference(ta, tb);

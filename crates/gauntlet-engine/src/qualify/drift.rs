@@ -52,20 +52,11 @@ pub struct Drift {
     pub failures: Vec<String>,
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 /// Early (samples `[w, 2w)`) and late (the last `w`) window medians of one series; None when a value is missing.
 fn windows(samples: &[Sample], w: usize, value: impl Fn(&Sample) -> Option<f64>) -> Option<(f64, f64)> {
     let early: Option<Vec<f64>> = samples[w..2 * w].iter().map(&value).collect();
     let late: Option<Vec<f64>> = samples[samples.len() - w..].iter().map(&value).collect();
+    let median = |v: Vec<f64>| crate::bench::stats::percentile(&v, 0.5);
     Some((median(early?)?, median(late?)?))
 }
 

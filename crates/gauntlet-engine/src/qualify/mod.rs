@@ -437,15 +437,7 @@ pub fn run_qualify(
     };
     bundle.finish("R7", began, Outcome { status, summary, failures: problems, data: manifest }, false, reporter)?;
 
-    let rows = &bundle.report.stages;
-    bundle.report.verdict = if rows.iter().any(|s| s.status == "fail") {
-        "fail"
-    } else if rows.iter().any(|s| s.status == "inconclusive") {
-        "inconclusive"
-    } else {
-        "pass"
-    }
-    .into();
+    bundle.report.verdict = fold(&bundle.report.stages).into();
     bundle.report.finished_at = Some(now_rfc3339());
     bundle.save()?;
     Ok(bundle.report)

@@ -179,7 +179,7 @@ pub fn run_bench(
         }
         Target::Attach(a) => (a.base_url.clone(), None),
     };
-    let mut life = Lifecycle { started: Instant::now(), events: Vec::new(), findings: Vec::new() };
+    let mut life = Lifecycle::new();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     let api_key = match &profile.target {
         Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
