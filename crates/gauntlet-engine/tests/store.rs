@@ -239,3 +239,52 @@ fn paired_baselines_and_the_profiles_other_identities() {
     assert_eq!(found.identity_digest, entry.identity_digest);
     assert!(store.latest_of_profile("nobody", "").unwrap().is_none());
 }
+
+fn decision(r: &RunRecord, verdict: &str) -> gauntlet_engine::store::Decision {
+    let performance = serde_json::from_value(json!({
+        "bench_version": gauntlet_engine::run::BENCH_VERSION, "gauntlet_version": "0.1.0", "profile": "p",
+        "started_at": "2026-12-01T09:00:00Z", "identity": r.identity, "identity_digest": r.identity_digest,
+        "runtime": {}, "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 3},
+        "definitions": {}, "levels": [], "verdict": "candidate", "rules": {}
+    }))
+    .unwrap();
+    gauntlet_engine::store::Decision {
+        decision_version: gauntlet_engine::store::DECISION_VERSION,
+        run_id: "q1".into(),
+        profile: "p".into(),
+        identity: r.identity.clone(),
+        identity_digest: r.identity_digest.clone(),
+        verdict: verdict.into(),
+        qualified_at: "2026-12-01T09:10:00Z".into(),
+        stages: Vec::new(),
+        evidence_manifest_sha256: "0".repeat(64),
+        performance,
+    }
+}
+
+#[test]
+fn a_qualification_decision_joins_a_format_1_chain_without_becoming_its_gate_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, r) = three(dir.path());
+    std::fs::write(dir.path().join("format.json"), "{\"format\": 1}").unwrap();
+    let store = Store::open(dir.path()).unwrap_or(store);
+    let entry = store.promote_decision(&decision(&r, "pass"), manual(), "reviewed").unwrap();
+    assert_eq!((entry.seq, entry.kind.as_deref()), (4, Some("qualification")));
+    assert_eq!(store.verify().unwrap(), (4, Vec::new()));
+    let format = std::fs::read_to_string(dir.path().join("format.json")).unwrap();
+    assert!(format.contains("\"format\": 2"), "the first decision marks the store format 2: {format}");
+    // The gate's baseline is still the newest run; the qualification's is the decision.
+    assert_eq!(store.latest(&r.identity_digest).unwrap().unwrap().0.seq, 3);
+    let (found, d) = store.latest_decision(&r.identity_digest).unwrap().unwrap();
+    assert_eq!((found.seq, d.run_id.as_str()), (4, "q1"));
+    // A decision whose identity was edited breaks like a record does.
+    let record = dir.path().join("records").join(format!("{}.json", entry.record));
+    let text = std::fs::read_to_string(&record).unwrap().replace("\"q1\"", "\"q2\"");
+    std::fs::write(&record, text).unwrap();
+    assert!(problems(&store).contains("the record was modified"));
+    // A decision that does not match its own identity is refused before anything is written.
+    let mut wrong = decision(&r, "pass");
+    wrong.identity_digest = "f".repeat(64);
+    assert!(store.promote_decision(&wrong, manual(), "x").is_err());
+    assert_eq!(std::fs::read_to_string(&history).unwrap().lines().count(), 4);
+}

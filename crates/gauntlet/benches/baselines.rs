@@ -132,6 +132,7 @@ fn generate_history(store_dir: &Path) -> Store {
         let mut entry = HistoryEntry {
             seq: n as u64 + 1,
             prev: prev.clone(),
+            kind: None,
             identity_digest: key.clone(),
             recipe_digest: identity::recipe_digest(&identity),
             record: digest,

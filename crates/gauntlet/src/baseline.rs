@@ -14,7 +14,8 @@ pub(crate) fn trust(explicit: bool) -> Trust {
 /// One line: when, by whom, from which commit, and the note.
 pub(crate) fn describe(e: &HistoryEntry) -> String {
     let p = &e.provenance;
-    let mut s = format!("#{} of profile `{}`, promoted {} ({}", e.seq, e.profile, e.promoted_at, p.event);
+    let what = if e.is_qualification() { "qualification " } else { "" };
+    let mut s = format!("#{} of profile `{}`, {what}promoted {} ({}", e.seq, e.profile, e.promoted_at, p.event);
     if let Some(actor) = &p.actor {
         s.push_str(&format!(" by {actor}"));
     }
@@ -44,6 +45,32 @@ pub(crate) fn warn_paired(store: &Store, entry: &HistoryEntry) {
     }
 }
 
+/// A qualification bundle becomes a decision record only when it verifies offline, is complete, and passed.
+fn promote_bundle(
+    dir: &Path,
+    provenance: gauntlet_engine::store::Provenance,
+    note: &str,
+    store: Option<&Path>,
+) -> Result<u8, Failure> {
+    let decision = gauntlet_engine::qualify::decision(dir).map_err(|problems| {
+        Failure::BadInput(format!("`{}` is not promoted:\n  {}", dir.display(), problems.join("\n  ")))
+    })?;
+    if note.trim().is_empty() {
+        return Err(Failure::BadInput(
+            "promoting a qualification records a reviewer's decision: say why with --note".into(),
+        ));
+    }
+    let store = open(store)?;
+    let entry = store.promote_decision(&decision, provenance, note).map_err(|e| Failure::BadInput(e.to_string()))?;
+    println!("qualified: {}", describe(&entry));
+    println!("identity {}", entry.identity_digest);
+    println!(
+        "decision {} (bundle {}, evidence manifest sha256 {})",
+        entry.record, decision.run_id, decision.evidence_manifest_sha256
+    );
+    Ok(exit::OK)
+}
+
 fn open(store: Option<&Path>) -> Result<Store, Failure> {
     Store::open(&default_store_dir(store, None)).map_err(|e| Failure::BadInput(e.to_string()))
 }
@@ -55,6 +82,9 @@ pub(crate) fn command(cmd: BaselineCommand) -> Result<u8, Failure> {
                 Trust::Trusted(p) => p,
                 Trust::Refused(why) => return Err(Failure::BadInput(format!("promote: {why}"))),
             };
+            if run.join(gauntlet_engine::qualify::REPORT_FILE).is_file() {
+                return promote_bundle(&run, provenance, &note, store.as_deref());
+            }
             let path: PathBuf = if run.is_dir() { run.join("run.json") } else { run };
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", path.display())))?;

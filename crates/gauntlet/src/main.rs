@@ -101,7 +101,8 @@ enum Command {
 
 #[derive(Subcommand)]
 pub(crate) enum BaselineCommand {
-    /// Promote a run (its run.json or its output folder) to the baseline of its identity.
+    /// Promote a run (its run.json or its output folder) to the baseline of its identity, or record a reviewer's
+    /// decision on a qualification bundle (verified first; it must be complete and pass; --note required).
     Promote {
         run: PathBuf,
         /// Why this run becomes the reference (recorded in the history).
@@ -175,9 +176,13 @@ struct QualifyArgs {
     /// Stages to run (comma-separated, e.g. R1,R3); R0 and R7 always run. Default: all.
     #[arg(long, value_name = "R…")]
     stages: Option<String>,
-    /// The performance baseline for R5: a bench.json, an r5-performance.json, or an earlier bundle.
+    /// The performance baseline for R5: a bench.json, an r5-performance.json, or an earlier bundle. Default: the
+    /// newest qualification promoted into the store for this identity, if any.
     #[arg(long, value_name = "PATH")]
     baseline: Option<PathBuf>,
+    /// The baseline store (default: $GAUNTLET_STORE, the manifest's `store`, or GAUNTLET_HOME/store).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
     #[arg(long)]
     port: Option<u16>,
 }
@@ -591,7 +596,21 @@ fn qualify(args: QualifyArgs) -> Result<u8, Failure> {
         parse_stages(args.stages.as_deref().unwrap_or("R0,R1,R2,R3,R4,R5,R6,R7")).map_err(Failure::BadInput)?;
     let identity = gauntlet_engine::identity::compute(&profile, &gauntlet_engine::home_dir())
         .map_err(|e| Failure::BadInput(e.to_string()))?;
-    let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
+    let baseline = match args.baseline.as_deref() {
+        Some(path) => bench_baseline(Some(path), &identity)?,
+        None => {
+            // The reference a reviewer promoted (`gauntlet baseline promote BUNDLE`) for exactly this identity.
+            let store = Store::open(&default_store_dir(args.store.as_deref(), manifest.store.as_deref()))
+                .map_err(|e| Failure::BadInput(e.to_string()))?;
+            match store.latest_decision(&identity.digest).map_err(|e| Failure::BadInput(e.to_string()))? {
+                Some((entry, decision)) => {
+                    eprintln!("gauntlet: R5 baseline: {}", baseline::describe(&entry));
+                    Some((decision.performance, format!("store:{} (qualification {})", entry.record, decision.run_id)))
+                }
+                None => None,
+            }
+        }
+    };
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("qualify-{}", profile.name)));
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };

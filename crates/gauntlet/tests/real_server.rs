@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Run, finish, free_port, gauntlet, processes_tagged};
+use common::{Run, finish, free_port, gauntlet, processes_tagged, render_in_chromium};
 use serde_json::Value;
 
 fn home() -> PathBuf {
@@ -581,6 +581,13 @@ fn qualification_of_the_embedded_default_verifies_and_tampering_is_caught() {
     let samples = std::fs::read_to_string(bundle.join("resource-monitor.jsonl")).unwrap();
     assert!(samples.lines().count() >= 15, "{samples}");
     assert_eq!(verify(&bundle), (Some(0), Vec::<String>::new()));
+    // The person's view of the real bundle renders with no console message, and a reviewer records the decision.
+    let console = render_in_chromium(&bundle.join("qualification.html"), &dir.path().join("full.png"));
+    assert!(console.is_empty(), "{}", console.join("\n"));
+    let store = dir.path().join("store");
+    let promote = ["baseline", "promote", bundle.to_str().unwrap(), "--trusted", "--note", "reviewed in CI"];
+    let o = gauntlet(&promote, &[("GAUNTLET_STORE", store.to_str().unwrap())], Duration::from_secs(60));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
 
     // A second, partial run: its R1 file is the one swapped into the first bundle below.
     let (o, other, other_dir) = qualify("partial", "R1");

@@ -3,6 +3,7 @@
 //! (`qualification.json` + `.md`) is rewritten atomically after every stage, so a killed run still leaves one.
 
 pub mod drift;
+mod html;
 mod report;
 mod verify;
 pub mod words;
@@ -20,8 +21,10 @@ use crate::identity::Identity;
 use crate::manifest::{Profile, QualitySet, STAGES, Target};
 use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
+use crate::store::{DECISION_VERSION, Decision, DecisionStage};
 use crate::util::{now_rfc3339, sha256_file, write_atomic};
 
+pub use html::render as html;
 pub use report::markdown;
 pub use verify::verify_bundle;
 
@@ -31,6 +34,7 @@ pub const SNAPSHOT_FILE: &str = "profile.snapshot.json";
 pub const MONITOR_FILE: &str = "resource-monitor.jsonl";
 pub const MANIFEST_FILE: &str = "evidence-manifest.json";
 pub const BASELINE_FILE: &str = "r5-baseline.json";
+pub const HTML_FILE: &str = "qualification.html";
 
 /// What each stage is, and the file it leaves.
 pub const STAGE_INFO: [(&str, &str, &str); 8] = [
@@ -136,7 +140,8 @@ impl Bundle {
         let out = |source| GateError::Out { path: self.dir.clone(), source };
         write_atomic(&self.dir.join(REPORT_FILE), &serde_json::to_vec_pretty(&self.report).expect("serializable"))
             .map_err(out)?;
-        write_atomic(&self.dir.join("qualification.md"), markdown(&self.report).as_bytes()).map_err(out)
+        write_atomic(&self.dir.join("qualification.md"), markdown(&self.report).as_bytes()).map_err(out)?;
+        write_atomic(&self.dir.join(HTML_FILE), html(&self.dir, &self.report).as_bytes()).map_err(out)
     }
 
     fn row(&mut self, id: &str) -> &mut StageRow {
@@ -441,6 +446,54 @@ pub fn run_qualify(
     bundle.report.finished_at = Some(now_rfc3339());
     bundle.save()?;
     Ok(bundle.report)
+}
+
+/// The decision a reviewer may promote from the bundle in `dir`. Refused, with every reason, unless the bundle
+/// verifies, every stage was selected, and the verdict is pass: a failed, inconclusive or partial qualification is
+/// evidence, never a reference.
+pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
+    let problems = verify_bundle(dir);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let read = |name: &str| -> Result<Value, Vec<String>> {
+        let text = std::fs::read_to_string(dir.join(name)).map_err(|e| vec![format!("{name}: {e}")])?;
+        serde_json::from_str(&text).map_err(|e| vec![format!("{name}: {e}")])
+    };
+    let report: Qualification = serde_json::from_value(read(REPORT_FILE)?).map_err(|e| vec![e.to_string()])?;
+    let mut refusals = Vec::new();
+    if report.partial {
+        let missing: Vec<&str> = STAGES.iter().copied().filter(|s| !report.selected.iter().any(|x| x == s)).collect();
+        refusals.push(format!(
+            "a partial qualification ({} not run) is not promoted: qualify every stage",
+            missing.join(", ")
+        ));
+    }
+    if report.verdict != "pass" {
+        refusals.push(format!("the qualification's verdict is {}: only a passing one is promoted", report.verdict));
+    }
+    if !refusals.is_empty() {
+        return Err(refusals);
+    }
+    let snapshot = read(SNAPSHOT_FILE)?;
+    let performance = crate::run::read_bench(dir).map_err(|e| vec![e])?;
+    let manifest_sha = sha256_file(&dir.join(MANIFEST_FILE)).map_err(|e| vec![format!("{MANIFEST_FILE}: {e}")])?;
+    Ok(Decision {
+        decision_version: DECISION_VERSION,
+        run_id: report.run_id,
+        profile: report.profile,
+        identity: snapshot["identity"].clone(),
+        identity_digest: report.identity_digest,
+        verdict: report.verdict,
+        qualified_at: report.finished_at.unwrap_or(report.started_at),
+        stages: report
+            .stages
+            .into_iter()
+            .map(|s| DecisionStage { id: s.id, status: s.status, summary: s.summary })
+            .collect(),
+        evidence_manifest_sha256: manifest_sha,
+        performance,
+    })
 }
 
 /// The overall verdict a set of stage rows gives (also what `verify` recomputes).

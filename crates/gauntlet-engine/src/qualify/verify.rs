@@ -7,15 +7,15 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{
-    BASELINE_FILE, DeterminismCase, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification, QualityItem,
-    REPORT_FILE, SNAPSHOT_FILE, correctness_failures, determinism_failures, drift, fold, is_deterministic,
+    BASELINE_FILE, DeterminismCase, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
+    QualityItem, REPORT_FILE, SNAPSHOT_FILE, correctness_failures, determinism_failures, drift, fold, is_deterministic,
     quality_problems, quality_verdict, words,
 };
 use crate::manifest::QualifySettings;
 use crate::run::{BenchRecord, Level, Workload};
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
-const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, "qualification.html"];
+const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, HTML_FILE];
 
 /// Every problem with the finished bundle in `dir`; empty = valid.
 pub fn verify_bundle(dir: &Path) -> Vec<String> {

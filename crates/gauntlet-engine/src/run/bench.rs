@@ -146,7 +146,7 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
     serde_json::from_value(raw).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
+pub(crate) fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
     Timeline {
         start: r.start,
         events: r

@@ -5,7 +5,7 @@ mod gate;
 mod outputs;
 
 pub use bench::{BENCH_VERSION, BenchRecord, Level, Workload, read_bench, run_bench};
-pub(crate) use bench::{assess, level, measure};
+pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{
     Lifecycle, answer_case, claim_device, kernel_verdict, new_case_record, server_on_gpu, stop_server, wait_ready,

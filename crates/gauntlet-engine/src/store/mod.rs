@@ -5,7 +5,10 @@ pub mod skip_cache;
 mod store;
 mod trust;
 
-pub use store::{HistoryEntry, Provenance, STORE_FORMAT, Store, StoreError};
+pub use store::{
+    DECISION_VERSION, Decision, DecisionStage, HistoryEntry, KIND_QUALIFICATION, Provenance, STORE_FORMAT, Store,
+    StoreError,
+};
 pub use trust::{Trust, decide as decide_trust};
 
 /// The store in force: `--store`, else `$GAUNTLET_STORE`, else the manifest's `store`, else `HOME/store`.

@@ -2,14 +2,19 @@
 //! per identity.
 //!
 //! ```text
-//! STORE/format.json                  {"format": 1}
-//! STORE/records/<sha256>.json        run records, named by the sha256 of their bytes; never modified
+//! STORE/format.json                  {"format": 2}
+//! STORE/records/<sha256>.json        run records and qualification decisions, named by the sha256 of their
+//!                                    bytes; never modified
 //! STORE/history/<identity>.jsonl     one promotion per line, each naming the previous line's digest
 //! STORE/.lock                        short-lived exclusive lock held by every writer
 //! ```
 //! Every write is atomic (temp file, fsync, rename) and happens under the lock, so two concurrent promoters never
 //! interleave and a reader never sees a partial file. Nothing in a store is trusted on read: names are checked
 //! before they become paths, and digests are re-computed.
+//!
+//! Format 2 added qualification decisions: a history entry with `"kind": "qualification"` names a [`Decision`]
+//! instead of a run record. Format-1 stores are read as they are; the first decision written into one marks it
+//! format 2, so an older gauntlet refuses it instead of misreading it.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -21,9 +26,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::identity::canonical;
+use crate::run::BenchRecord;
 use crate::util::{sha256_hex, write_atomic};
 
-pub const STORE_FORMAT: u32 = 1;
+pub const STORE_FORMAT: u32 = 2;
+/// The `kind` of a history entry that records a reviewed qualification bundle.
+pub const KIND_QUALIFICATION: &str = "qualification";
+pub const DECISION_VERSION: u32 = 1;
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +74,9 @@ pub struct Provenance {
 pub struct HistoryEntry {
     pub seq: u64,
     pub prev: Option<String>,
+    /// Absent for a gate run; [`KIND_QUALIFICATION`] for a qualification decision (format 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     pub identity_digest: String,
     pub recipe_digest: String,
     pub record: String,
@@ -76,7 +88,37 @@ pub struct HistoryEntry {
     pub digest: String,
 }
 
+/// One stage of a promoted qualification, as its bundle reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionStage {
+    pub id: String,
+    pub status: String,
+    pub summary: String,
+}
+
+/// What a reviewer promoted from a verified qualification bundle: who it qualified (identity), what every stage
+/// said, the digest of the bundle's evidence manifest (so the bundle itself can be matched later), and the R5
+/// performance record, which later qualifications of the same identity compare with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Decision {
+    pub decision_version: u32,
+    pub run_id: String,
+    pub profile: String,
+    pub identity: Value,
+    pub identity_digest: String,
+    pub verdict: String,
+    pub qualified_at: String,
+    pub stages: Vec<DecisionStage>,
+    /// sha256 of the bundle's `evidence-manifest.json`, which lists every evidence file's sha256.
+    pub evidence_manifest_sha256: String,
+    pub performance: BenchRecord,
+}
+
 impl HistoryEntry {
+    pub fn is_qualification(&self) -> bool {
+        self.kind.as_deref() == Some(KIND_QUALIFICATION)
+    }
+
     pub fn compute_digest(&self) -> String {
         let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
@@ -158,8 +200,8 @@ impl Store {
         Ok(self.root.join("history").join(format!("{identity}.jsonl")))
     }
 
-    /// Reads a record by digest and checks that its bytes still have that digest.
-    pub fn read_record(&self, digest: &str) -> Result<RunRecord, StoreError> {
+    /// A record's text, after checking that its bytes still have `digest`.
+    fn read_text(&self, digest: &str) -> Result<(PathBuf, String), StoreError> {
         let path = self.record_path(digest)?;
         let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
         let actual = sha256_hex(&bytes);
@@ -167,7 +209,23 @@ impl Store {
             return Err(io(&path, format!("content digest is {actual}, not {digest}: the record was modified")));
         }
         let text = String::from_utf8(bytes).map_err(|e| io(&path, e))?;
+        Ok((path, text))
+    }
+
+    /// Reads a run record by digest and checks that its bytes still have that digest.
+    pub fn read_record(&self, digest: &str) -> Result<RunRecord, StoreError> {
+        let (path, text) = self.read_text(digest)?;
         parse_run_record(&text).map_err(|e| io(&path, e))
+    }
+
+    /// Reads a qualification decision by digest, checked like a run record.
+    pub fn read_decision(&self, digest: &str) -> Result<Decision, StoreError> {
+        let (path, text) = self.read_text(digest)?;
+        let raw: Value = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
+        if raw["decision_version"].as_u64() != Some(DECISION_VERSION as u64) {
+            return Err(io(&path, format!("decision_version {} is not readable here", raw["decision_version"])));
+        }
+        serde_json::from_value(raw).map_err(|e| io(&path, e))
     }
 
     /// The history of one identity, oldest first, parsed but not verified (see [`Store::verify`]).
@@ -185,11 +243,22 @@ impl Store {
             .collect()
     }
 
-    /// The newest promotion for an identity, with its record.
+    /// The newest gate-run promotion for an identity, with its record.
     pub fn latest(&self, identity: &str) -> Result<Option<(HistoryEntry, RunRecord)>, StoreError> {
-        let Some(entry) = self.history(identity)?.pop() else { return Ok(None) };
+        let Some(entry) = self.history(identity)?.into_iter().rev().find(|e| !e.is_qualification()) else {
+            return Ok(None);
+        };
         let record = self.read_record(&entry.record)?;
         Ok(Some((entry, record)))
+    }
+
+    /// The newest qualification decision for an identity.
+    pub fn latest_decision(&self, identity: &str) -> Result<Option<(HistoryEntry, Decision)>, StoreError> {
+        let Some(entry) = self.history(identity)?.into_iter().rev().find(HistoryEntry::is_qualification) else {
+            return Ok(None);
+        };
+        let decision = self.read_decision(&entry.record)?;
+        Ok(Some((entry, decision)))
     }
 
     /// The newest promotion of a profile name under any identity other than `except`: what a run of a changed
@@ -204,7 +273,7 @@ impl Store {
             if id == except {
                 continue;
             }
-            if let Some(last) = self.history(&id)?.pop()
+            if let Some(last) = self.history(&id)?.into_iter().rev().find(|e| !e.is_qualification())
                 && last.profile == profile
                 && newest.as_ref().is_none_or(|n| last.promoted_at > n.promoted_at)
             {
@@ -241,23 +310,66 @@ impl Store {
             ));
         }
         let bytes = serde_json::to_vec_pretty(record).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        let digest = sha256_hex(&bytes);
+        let head = Head {
+            kind: None,
+            identity: &record.identity,
+            identity_digest: &record.identity_digest,
+            profile: &record.profile,
+            verdict: record.verdict.as_str(),
+        };
+        self.append(head, &bytes, provenance, note)
+    }
+
+    /// Stores a reviewed qualification decision and appends it to its identity's history; marks the store format 2.
+    pub fn promote_decision(
+        &self,
+        decision: &Decision,
+        provenance: Provenance,
+        note: &str,
+    ) -> Result<HistoryEntry, StoreError> {
+        if crate::identity::digest(&decision.identity) != decision.identity_digest
+            || decision.performance.identity_digest != decision.identity_digest
+        {
+            return Err(StoreError::Invalid(
+                "the decision's identity, its digest and its performance record's identity do not agree".into(),
+            ));
+        }
+        let bytes = serde_json::to_vec_pretty(decision).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let head = Head {
+            kind: Some(KIND_QUALIFICATION),
+            identity: &decision.identity,
+            identity_digest: &decision.identity_digest,
+            profile: &decision.profile,
+            verdict: &decision.verdict,
+        };
+        self.append(head, &bytes, provenance, note)
+    }
+
+    fn append(&self, head: Head, bytes: &[u8], provenance: Provenance, note: &str) -> Result<HistoryEntry, StoreError> {
+        let digest = sha256_hex(bytes);
         let _lock = self.lock()?;
+        if head.kind.is_some() {
+            // Entries with a kind are format 2: an older gauntlet must refuse the store rather than misread it.
+            let format = self.root.join("format.json");
+            write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes())
+                .map_err(|e| io(&format, e))?;
+        }
         let record_path = self.record_path(&digest)?;
         if !record_path.exists() {
-            write_atomic(&record_path, &bytes).map_err(|e| io(&record_path, e))?;
+            write_atomic(&record_path, bytes).map_err(|e| io(&record_path, e))?;
         }
-        let history_path = self.history_path(&record.identity_digest)?;
-        let history = self.history(&record.identity_digest)?;
+        let history_path = self.history_path(head.identity_digest)?;
+        let history = self.history(head.identity_digest)?;
         let last = history.last();
         let mut entry = HistoryEntry {
             seq: last.map_or(1, |e| e.seq + 1),
             prev: last.map(|e| e.digest.clone()),
-            identity_digest: record.identity_digest.clone(),
-            recipe_digest: crate::identity::recipe_digest(&record.identity),
+            kind: head.kind.map(str::to_owned),
+            identity_digest: head.identity_digest.to_owned(),
+            recipe_digest: crate::identity::recipe_digest(head.identity),
             record: digest,
-            profile: record.profile.clone(),
-            verdict: record.verdict.as_str().into(),
+            profile: head.profile.to_owned(),
+            verdict: head.verdict.to_owned(),
             provenance,
             note: note.to_owned(),
             promoted_at: crate::util::now_rfc3339(),
@@ -281,7 +393,7 @@ impl Store {
             if id == entry.identity_digest {
                 continue;
             }
-            if let Some(last) = self.history(&id)?.pop()
+            if let Some(last) = self.history(&id)?.into_iter().rev().find(|e| e.kind == entry.kind)
                 && last.recipe_digest == entry.recipe_digest
             {
                 out.push(last);
@@ -344,9 +456,15 @@ impl Store {
                         .push(format!("{at}: entry is for identity {} but stored under {key}", entry.identity_digest));
                 }
                 let outcome = checked.entry(entry.record.clone()).or_insert_with(|| {
-                    self.read_record(&entry.record)
-                        .map(|r| (r.identity_digest.clone(), crate::identity::digest(&r.identity)))
-                        .map_err(|e| e.to_string())
+                    if entry.is_qualification() {
+                        self.read_decision(&entry.record)
+                            .map(|d| (d.identity_digest.clone(), crate::identity::digest(&d.identity)))
+                            .map_err(|e| e.to_string())
+                    } else {
+                        self.read_record(&entry.record)
+                            .map(|r| (r.identity_digest.clone(), crate::identity::digest(&r.identity)))
+                            .map_err(|e| e.to_string())
+                    }
                 });
                 match outcome {
                     Ok((claimed, recomputed)) => {
@@ -364,4 +482,13 @@ impl Store {
         }
         Ok((entries, problems))
     }
+}
+
+/// What a history entry says of the record it promotes.
+struct Head<'a> {
+    kind: Option<&'a str>,
+    identity: &'a Value,
+    identity_digest: &'a str,
+    profile: &'a str,
+    verdict: &'a str,
 }

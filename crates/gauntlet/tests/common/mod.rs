@@ -162,3 +162,45 @@ pub fn send_signal(pid: i32, sig: i32) {
         kill(pid, sig);
     }
 }
+
+/// Renders `page` in headless Chromium (Debian's `chromium`, installed by `scripts/setup.sh`) and writes a
+/// screenshot to `png`. Returns every console message the page produced (a script error, a refused load, a
+/// Content-Security-Policy violation): a report page must produce none. Chromium and every helper process it
+/// started are killed as a group when it finishes or outlives its deadline.
+pub fn render_in_chromium(page: &Path, png: &Path) -> Vec<String> {
+    use std::os::unix::process::CommandExt;
+    let browser = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("Chromium is not installed: run scripts/setup.sh (it installs Debian's chromium)");
+    let profile = tempfile::tempdir().expect("browser profile");
+    let mut child = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=1000,2400")
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn chromium");
+    let pgid = child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() >= deadline {
+            send_signal(-pgid, 9);
+            let _ = child.wait();
+            panic!("chromium did not finish rendering {} within 90 s", page.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("chromium output");
+    send_signal(-pgid, 9); // helpers Chromium left behind, if any
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chromium failed on {}: {log}", page.display());
+    let png_bytes = std::fs::read(png).unwrap_or_default();
+    assert!(png_bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "no screenshot written: {log}");
+    log.lines().filter(|l| l.contains(":CONSOLE")).map(str::to_owned).collect()
+}
