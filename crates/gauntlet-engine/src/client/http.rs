@@ -1,7 +1,7 @@
 //! OpenAI-compatible chat completions over HTTP, streamed or not. Every byte from the server is untrusted: each way
 //! an answer can be wrong becomes a typed [`ClientError`], never a panic, and no read outlives its deadline.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -39,6 +39,8 @@ pub struct Client {
     base_url: String,
     api_key: Option<String>,
     max_response_bytes: usize,
+    /// Timestamp and keep each streamed chunk, parse after the stream ends (see [`Client::timing_first`]).
+    defer_parsing: bool,
 }
 
 impl Client {
@@ -55,7 +57,16 @@ impl Client {
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            defer_parsing: false,
         }
+    }
+
+    /// For measuring: while a stream is open, only timestamp and keep its chunks, and parse them once it has ended,
+    /// so that one stream's parsing never delays another's timestamps. A stream that turns malformed is then
+    /// reported when it ends (or times out) instead of at the bad event.
+    pub fn timing_first(mut self) -> Client {
+        self.defer_parsing = true;
+        self
     }
 
     pub fn with_max_response_bytes(mut self, limit: usize) -> Client {
@@ -74,10 +85,39 @@ impl Client {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        match req.send().await {
-            Ok(resp) => Ok(resp.status().as_u16()),
-            Err(e) => Err(transport(&url, e, timeout.as_secs_f64(), false)),
+        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let status = resp.status().as_u16();
+        // Read the (small) body: a connection goes back to the pool only once its response is consumed.
+        let mut chunks = resp.bytes_stream();
+        let mut read = 0usize;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len();
+            if read > 64 << 10 {
+                break;
+            }
         }
+        Ok(status)
+    }
+
+    /// Opens `n` connections to the server so that requests released next find them open: a connect inside a
+    /// measured request would be counted as time to first token. It sends `n` streamed one-token requests at once
+    /// (each holds its connection while the server answers, so the pool ends with `n` of them); failures are
+    /// ignored here, the measured requests report their own.
+    pub async fn warm_connections(&self, model: &str, n: usize, timeout: Duration) {
+        let body = serde_json::json!({
+            "model": model,
+            "messages": [{"role": "user", "content": "Hello"}],
+            "max_tokens": 1,
+            "stream": true,
+        });
+        let deadline = Instant::now() + timeout;
+        let probes: Vec<_> = (0..n)
+            .map(|_| {
+                let (client, body) = (self.clone(), body.clone());
+                tokio::spawn(async move { client.chat(&body, deadline).await })
+            })
+            .collect();
+        futures_util::future::join_all(probes).await;
     }
 
     /// GET a small JSON document (server properties). Bounded in time and size.
@@ -110,13 +150,14 @@ impl Client {
         let budget = deadline.saturating_duration_since(started);
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let url = self.url("v1/chat/completions");
-        let got_bytes = Cell::new(false);
+        let got_bytes = AtomicBool::new(false);
         let work = self.chat_inner(&url, body, stream, started, &got_bytes);
         match tokio::time::timeout(budget, work).await {
             Ok(result) => result,
-            Err(_) => {
-                Err(ClientError::Timeout { seconds: started.elapsed().as_secs_f64(), during_body: got_bytes.get() })
-            }
+            Err(_) => Err(ClientError::Timeout {
+                seconds: started.elapsed().as_secs_f64(),
+                during_body: got_bytes.load(Ordering::Relaxed),
+            }),
         }
     }
 
@@ -126,7 +167,7 @@ impl Client {
         body: &Value,
         stream: bool,
         started: Instant,
-        got_bytes: &Cell<bool>,
+        got_bytes: &AtomicBool,
     ) -> Result<Answer, ClientError> {
         let bytes =
             serde_json::to_vec(body).map_err(|e| ClientError::Transport(format!("cannot encode request: {e}")))?;
@@ -142,7 +183,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
-        got_bytes.set(true);
+        got_bytes.store(true, Ordering::Relaxed);
         let mut chunks = resp.bytes_stream();
         if status != 200 {
             // Keep a short, lossy preview of the error body: enough to read, bounded whatever the server sends.
@@ -171,7 +212,35 @@ impl Client {
         let mut received = 0usize;
         if stream {
             let mut assembler = StreamAssembler::default();
-            while let Some(chunk) = chunks.next().await {
+            let mut ended = false;
+            if self.defer_parsing {
+                let mut held = Vec::new();
+                ended = true;
+                while let Some(chunk) = chunks.next().await {
+                    let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
+                    let t = started.elapsed().as_secs_f64();
+                    first_byte.get_or_insert(t);
+                    received += chunk.len();
+                    if received > self.max_response_bytes {
+                        return Err(ClientError::TooLarge { limit: self.max_response_bytes });
+                    }
+                    let done = says_done(held.last().map(|(_, c): &(f64, _)| c), &chunk);
+                    held.push((t, chunk));
+                    if done {
+                        ended = false;
+                        break;
+                    }
+                }
+                for (t, chunk) in &held {
+                    assembler.feed(chunk, *t)?;
+                    if assembler.done() {
+                        break;
+                    }
+                }
+            }
+            // Parsing as it comes: the whole stream, or what follows a `[DONE]` that was only text in a token.
+            while !ended && !assembler.done() {
+                let Some(chunk) = chunks.next().await else { break };
                 let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
                 let t = started.elapsed().as_secs_f64();
                 first_byte.get_or_insert(t);
@@ -180,9 +249,20 @@ impl Client {
                     return Err(ClientError::TooLarge { limit: self.max_response_bytes });
                 }
                 assembler.feed(&chunk, t)?;
-                if assembler.done() {
-                    break;
-                }
+            }
+            if !ended {
+                // Read the body's end after `[DONE]` (briefly): a connection whose response was not read to the
+                // end is closed, not pooled, and the next request would pay a connect inside its TTFT.
+                let rest = async {
+                    let mut extra = 0usize;
+                    while let Some(Ok(chunk)) = chunks.next().await {
+                        extra += chunk.len();
+                        if extra > 64 << 10 {
+                            break;
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(Duration::from_millis(200), rest).await;
             }
             let mut answer = assembler.finish()?;
             answer.first_byte_seconds = first_byte;
@@ -206,6 +286,20 @@ impl Client {
     }
 }
 
+/// Whether `chunk` (after `previous`) holds the stream's `data: [DONE]`, even split across the two; cheap enough to
+/// run on every chunk while timestamps matter. The parser decides for real afterwards.
+fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
+    const DONE: &[u8] = b"[DONE]";
+    if chunk.windows(DONE.len()).any(|w| w == DONE) {
+        return true;
+    }
+    let Some(previous) = previous.map(AsRef::as_ref) else { return false };
+    let tail = &previous[previous.len().saturating_sub(DONE.len() - 1)..];
+    let head = &chunk[..chunk.len().min(DONE.len() - 1)];
+    let joined: Vec<u8> = tail.iter().chain(head).copied().collect();
+    joined.windows(DONE.len()).any(|w| w == DONE)
+}
+
 fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> ClientError {
     if e.is_timeout() {
         ClientError::Timeout { seconds, during_body }
@@ -221,5 +315,20 @@ fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> C
             src = s.source();
         }
         ClientError::Transport(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::says_done;
+
+    #[test]
+    fn done_is_seen_whole_or_split_across_two_chunks() {
+        let none: Option<&Vec<u8>> = None;
+        assert!(says_done(none, b"data: {}\n\ndata: [DONE]\n\n"));
+        assert!(!says_done(none, b"data: {\"choices\":[]}\n\n"));
+        assert!(says_done(Some(&b"data: {}\n\ndata: [DO".to_vec()), b"NE]\n\n"));
+        assert!(says_done(Some(&b"data: [".to_vec()), b"DONE]"));
+        assert!(!says_done(Some(&b"data: [DO".to_vec()), b"G]\n\n"));
     }
 }

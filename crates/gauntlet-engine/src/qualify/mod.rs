@@ -278,7 +278,7 @@ pub fn run_qualify(
 
     let (_gpu_lock, _) = crate::run::claim_device(profile, reporter)?;
     let bracket = crate::sentry::open_kernel_log();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let rt = crate::util::measuring_runtime();
     let api_key = match &profile.target {
         Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
         Target::Spawn(_) => None,

@@ -17,7 +17,8 @@ use crate::identity::Identity;
 use crate::manifest::{Profile, Target};
 use crate::server::ServerProcess;
 
-pub const BENCH_VERSION: u32 = 1;
+/// 2: batches record `released_monotonic_ns`; version 1 records are still read.
+pub const BENCH_VERSION: u32 = 2;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,6 +58,10 @@ pub struct RequestRecord {
 pub struct Batch {
     /// Seconds from release to the last response.
     pub seconds: f64,
+    /// CLOCK_MONOTONIC at the release, in nanoseconds: lines the batch up with a server's or the kernel's own
+    /// monotonic timestamps (absent in version-1 records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_monotonic_ns: Option<u64>,
     /// The most requests the client had open at once.
     pub in_flight_max: usize,
     pub requests: Vec<RequestRecord>,
@@ -137,9 +142,9 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let raw: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     match raw.get("bench_version").and_then(Value::as_u64) {
-        Some(v) if v == BENCH_VERSION as u64 => {}
+        Some(v) if (1..=BENCH_VERSION as u64).contains(&v) => {}
         Some(v) => {
-            return Err(format!("{}: bench_version {v} is not readable (reads {BENCH_VERSION})", path.display()));
+            return Err(format!("{}: bench_version {v} is not readable (reads 1 to {BENCH_VERSION})", path.display()));
         }
         None => return Err(format!("{}: no bench_version: not a gauntlet bench record", path.display())),
     }
@@ -180,7 +185,7 @@ pub fn run_bench(
         Target::Attach(a) => (a.base_url.clone(), None),
     };
     let mut life = Lifecycle::new();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
+    let rt = crate::util::measuring_runtime();
     let api_key = match &profile.target {
         Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
         Target::Spawn(_) => None,
@@ -239,12 +244,17 @@ pub(crate) async fn measure(
     mut process: Option<&mut ServerProcess>,
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
+    let client = &client.clone().timing_first();
     let mut levels = Vec::new();
     for &c in &workload.concurrency {
         reporter.event(&RunEvent::Note(format!(
             "concurrency {c}: {} warm-up and {} measured batch(es)",
             workload.warmups, workload.repetitions
         )));
+        // Open the connections before the first batch is released, so that no measured TTFT includes a connect.
+        client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
+        // A connection returns to the pool just after its response was read: let the last ones settle.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let mut batches = Vec::new();
         for i in 0..workload.warmups + workload.repetitions {
             let batch = run_batch(client, profile, workload, c, i).await;
@@ -371,44 +381,69 @@ pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) ->
     }
 }
 
-/// One closed-loop batch: `c` requests created together and driven concurrently; the batch ends when the last ends.
+/// One closed-loop batch: `c` requests released together, each its own task (on a multi-threaded runtime they are
+/// timestamped in parallel); the batch ends when the last ends.
 async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, index: usize) -> Batch {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let bodies: Vec<Value> = (0..c)
+        .map(|i| {
+            json!({
+                "model": profile.request_model,
+                "messages": [{"role": "user", "content": PROMPTS[(index * c + i) % PROMPTS.len()]}],
+                "max_tokens": w.max_tokens,
+                "temperature": 0,
+                "stream": true,
+                "stream_options": {"include_usage": true},
+            })
+        })
+        .collect();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
     let released = Instant::now();
-    let in_flight = std::cell::Cell::new(0usize);
-    let peak = std::cell::Cell::new(0usize);
+    let released_monotonic_ns = crate::util::monotonic_ns();
     let deadline = released + profile.request_timeout;
-    let requests = (0..c).map(|i| {
-        let prompt = PROMPTS[(index * c + i) % PROMPTS.len()];
-        let body = json!({
-            "model": profile.request_model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": w.max_tokens,
-            "temperature": 0,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        let (in_flight, peak) = (&in_flight, &peak);
-        async move {
-            let start = released.elapsed().as_secs_f64();
-            in_flight.set(in_flight.get() + 1);
-            peak.set(peak.get().max(in_flight.get()));
-            let result = client.chat(&body, deadline).await;
-            in_flight.set(in_flight.get() - 1);
-            match result {
-                Ok(a) => RequestRecord {
-                    start,
-                    events: a.timeline.iter().map(|e| (e.t, e.content.clone(), e.reasoning.clone())).collect(),
-                    completion_tokens: a.usage.and_then(|u| u.completion_tokens),
-                    error: None,
-                },
-                Err(e) => {
-                    RequestRecord { start, events: Vec::new(), completion_tokens: None, error: Some(e.to_string()) }
+    let tasks: Vec<_> = bodies
+        .into_iter()
+        .map(|body| {
+            let (client, in_flight, peak) = (client.clone(), in_flight.clone(), peak.clone());
+            tokio::spawn(async move {
+                let start = released.elapsed().as_secs_f64();
+                peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                let result = client.chat(&body, deadline).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                match result {
+                    Ok(a) => RequestRecord {
+                        start,
+                        events: a.timeline.iter().map(|e| (e.t, e.content.clone(), e.reasoning.clone())).collect(),
+                        completion_tokens: a.usage.and_then(|u| u.completion_tokens),
+                        error: None,
+                    },
+                    Err(e) => {
+                        RequestRecord { start, events: Vec::new(), completion_tokens: None, error: Some(e.to_string()) }
+                    }
                 }
-            }
-        }
-    });
-    let requests = futures_util::future::join_all(requests).await;
-    Batch { seconds: released.elapsed().as_secs_f64(), in_flight_max: peak.get(), requests }
+            })
+        })
+        .collect();
+    let requests = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|r| {
+            r.unwrap_or_else(|e| RequestRecord {
+                start: 0.0,
+                events: Vec::new(),
+                completion_tokens: None,
+                error: Some(format!("request task failed: {e}")),
+            })
+        })
+        .collect();
+    Batch {
+        seconds: released.elapsed().as_secs_f64(),
+        released_monotonic_ns,
+        in_flight_max: peak.load(Ordering::SeqCst),
+        requests,
+    }
 }
 
 fn definitions() -> Value {

@@ -155,6 +155,26 @@ pub fn run_bounded_merged(program: &str, args: &[&str]) -> Result<(Option<i32>, 
     run_helper(program, args).map(|(code, out, err)| (code, format!("{out}{err}")))
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` reads on Linux, comparable across processes of one host.
+pub fn monotonic_ns() -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime only writes into the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// The runtime for measuring: worker threads (up to 4) so that streams are timestamped in parallel and one stream's
+/// work never waits for another's; current-thread where threads cannot be had.
+pub fn measuring_runtime() -> tokio::runtime::Runtime {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .or_else(|_| tokio::runtime::Builder::new_current_thread().enable_all().build())
+        .expect("tokio runtime")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
