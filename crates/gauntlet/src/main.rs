@@ -158,6 +158,10 @@ struct BenchArgs {
     /// An earlier bench.json of the same identity to compare with.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
+    /// Before calling a regression, measure again (into OUT/confirm): a regression stands only when the re-run
+    /// shows it too; otherwise the result is inconclusive.
+    #[arg(long)]
+    confirm: bool,
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     #[arg(long)]
@@ -707,10 +711,27 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         &out_dir,
         &mut view,
     ))?;
-    let Some(record) = record else { return Ok(exit::SKIP) };
+    let Some(mut record) = record else { return Ok(exit::SKIP) };
     let mut out = std::io::stdout().lock();
     let _ = terminal::bench(&mut out, &record, &out_dir);
-    Ok(match record.verdict.as_str() {
+    if args.confirm && record.verdict == "regression" {
+        let _ = writeln!(out, "regression: measuring again to confirm it");
+        let again_dir = out_dir.join("confirm");
+        let again = or_skip(run_bench(
+            &profile,
+            &identity,
+            &workload,
+            baseline.as_ref().map(|(b, p)| (b, p.clone())),
+            &again_dir,
+            &mut view,
+        ))?;
+        let Some(again) = again else { return Ok(exit::SKIP) };
+        let _ = terminal::bench(&mut out, &again, &again_dir);
+        let outcome = gauntlet_engine::run::confirm(&mut record, &again, "confirm/bench.json");
+        gauntlet_engine::run::write_bench(&record, &out_dir).map_err(|e| Failure::BadInput(e.to_string()))?;
+        let _ = writeln!(out, "confirm: {outcome}");
+    }
+    Ok(match record.final_verdict() {
         "fail" | "regression" => exit::FAIL,
         "inconclusive" => exit::INCONCLUSIVE,
         _ => exit::OK,

@@ -195,7 +195,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
     if r.verdict == "candidate" {
         writeln!(out, "  no baseline: these numbers are candidate evidence (pass --baseline an earlier bench.json)")?;
     }
-    writeln!(out, "bench: {}", dir.join("bench.json").display())
+    writeln!(out, "bench: {} (bench.md, bench.bmf.json beside it)", dir.join("bench.json").display())
 }
 
 /// The qualification's stage table on stdout.

@@ -362,6 +362,45 @@ fn text_drift_warns_with_the_first_differing_character() {
     assert!(report.contains("differs at char 13"), "{report}");
 }
 
+/// `bench --confirm`: a regression is measured again before it is called, and stands only when the re-run shows it.
+#[test]
+fn bench_confirms_a_regression_with_a_second_measurement() {
+    let paced = |ms: &str| vec![("__token_delay_ms", ms.to_owned()), ("", answer("word"))];
+    let f = Fixture::new("bench-confirm").answers(paced("4"));
+    let (code, stdout, _, first) = bench_fixture(&f, "first", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    // Three times slower per token, without changing the command line (the identity).
+    let f = f.answers(paced("12"));
+    let baseline = first.join("bench.json");
+    let (code, stdout, record, out) =
+        bench_fixture(&f, "slow", &["--baseline", baseline.to_str().unwrap(), "--confirm"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(record["verdict"], "regression", "{stdout}");
+    assert_eq!(record["confirmation"]["verdict"], "regression", "{stdout}");
+    assert_eq!(record["confirmation"]["stands"], "regression");
+    assert!(out.join("confirm/bench.json").is_file());
+    assert!(stdout.contains("confirm: the re-run shows the regression too"), "{stdout}");
+    // Without a regression there is nothing to confirm and no re-run.
+    let slow = out.join("bench.json");
+    let (code, stdout, record, out) = bench_fixture(&f, "same", &["--baseline", slow.to_str().unwrap(), "--confirm"]);
+    assert_ne!(code, Some(1), "{stdout}");
+    assert!(record.get("confirmation").is_none() && !out.join("confirm").exists(), "{stdout}");
+}
+
+/// `gauntlet bench` at concurrency 1 on the fixture: exit code, stdout, bench.json and the output folder.
+fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
+    let manifest = f.write();
+    let out = f.path().join(out);
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "1"];
+    args.extend_from_slice(&["--warmups", "0", "--repetitions", "4", "--out", out.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), record, out)
+}
+
 #[test]
 fn decode_twenty_percent_slower_warns() {
     let with_delay = |ms: &str| {
@@ -562,6 +601,46 @@ fn interrupt_stops_the_server_group() {
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_no_survivors(&f.tag);
+}
+
+/// A cancelled CI job closes gauntlet's log pipe and then sends SIGTERM: with nowhere to write, gauntlet must still
+/// stop its server group and exit.
+#[test]
+fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
+    let f = Fixture::new("sigterm-closed").fault(&["--ignore-sigterm", "--token-delay-ms", "200"]);
+    let manifest = f.write();
+    let out = f.path().join("out");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    common::isolate(&mut cmd, &[], &scratch);
+    let mut child = cmd
+        .args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while common::processes_tagged(&f.tag).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_millis(300));
+    common::send_signal(child.id() as i32, 15);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("gauntlet did not exit after SIGTERM with its stderr closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_no_survivors(&f.tag);
+    assert_eq!(status.code(), Some(143), "{status:?}");
 }
 
 #[test]

@@ -524,7 +524,7 @@ fn bench_measures_concurrency_one_and_two_on_the_real_server() {
     assert!(first["problems"].as_array().is_none_or(|p| p.is_empty()), "{}", first["problems"]);
 
     let baseline = first_out.join("bench.json");
-    let (code, stdout, second, _) = bench("second", &["--baseline", baseline.to_str().unwrap()]);
+    let (code, stdout, second, second_out) = bench("second", &["--baseline", baseline.to_str().unwrap()]);
     let calls: Vec<&str> = second["levels"]
         .as_array()
         .unwrap()
@@ -540,6 +540,16 @@ fn bench_measures_concurrency_one_and_two_on_the_real_server() {
     };
     assert_eq!(code, Some(want), "{stdout}");
     assert!(stdout.contains("→") && stdout.contains("interval"), "{stdout}");
+    // The same numbers for a person and for bencher.
+    let md = std::fs::read_to_string(second_out.join("bench.md")).unwrap();
+    assert!(md.contains("## Against the baseline") && md.matches(" → ").count() == 8, "{md}");
+    let bmf: Value =
+        serde_json::from_str(&std::fs::read_to_string(second_out.join("bench.bmf.json")).unwrap()).unwrap();
+    for c in [1, 2] {
+        let m = &bmf[format!("native/concurrency-{c}")];
+        assert!(m["ttft-mean-ms"]["value"].as_f64().unwrap() > 0.0, "{bmf}");
+        assert!(m["output-throughput-tok-per-s"]["lower_value"].is_number(), "{bmf}");
+    }
 }
 
 /// The whole qualification of the embedded default on the real server, then `verify` on the bundle and on four

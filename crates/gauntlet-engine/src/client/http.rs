@@ -31,6 +31,10 @@ pub enum ClientError {
     TooLarge { limit: usize },
     #[error("transport error: {0}")]
     Transport(String),
+    /// The request went out on a pooled connection the server had already closed, so the server never saw it
+    /// (servers that close after each streamed answer make this race likely). [`Client::chat`] sends it again once.
+    #[error("the server had closed the connection before the request: {0}")]
+    ClosedBeforeRequest(String),
 }
 
 #[derive(Debug, Clone)]
@@ -100,15 +104,16 @@ impl Client {
     }
 
     /// Opens `n` connections to the server so that requests released next find them open: a connect inside a
-    /// measured request would be counted as time to first token. It sends `n` streamed one-token requests at once
-    /// (each holds its connection while the server answers, so the pool ends with `n` of them); failures are
-    /// ignored here, the measured requests report their own.
+    /// measured request would be counted as time to first token. It sends `n` one-token requests at once, not
+    /// streamed: each holds its connection while the server answers, so the pool ends with `n` of them, and
+    /// servers that close a connection after a streamed answer (llama.cpp's does) keep these open. Failures are
+    /// ignored here; the measured requests report their own.
     pub async fn warm_connections(&self, model: &str, n: usize, timeout: Duration) {
         let body = serde_json::json!({
             "model": model,
             "messages": [{"role": "user", "content": "Hello"}],
             "max_tokens": 1,
-            "stream": true,
+            "stream": false,
         });
         let deadline = Instant::now() + timeout;
         let probes: Vec<_> = (0..n)
@@ -144,8 +149,16 @@ impl Client {
         serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))
     }
 
-    /// POST `/v1/chat/completions`. The answer must be complete before `deadline`.
+    /// POST `/v1/chat/completions`. The answer must be complete before `deadline`. A request lost to a connection
+    /// the server had closed before it went out is sent once more (the server never saw the first).
     pub async fn chat(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
+        match self.chat_once(body, deadline).await {
+            Err(ClientError::ClosedBeforeRequest(_)) => self.chat_once(body, deadline).await,
+            other => other,
+        }
+    }
+
+    async fn chat_once(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
         let started = Instant::now();
         let budget = deadline.saturating_duration_since(started);
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -175,7 +188,12 @@ impl Client {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(|e| transport(url, e, 0.0, false))?;
+        let resp = req.send().await.map_err(|e| match transport(url, e, 0.0, false) {
+            ClientError::Transport(m) if m.contains("connection closed before message completed") => {
+                ClientError::ClosedBeforeRequest(m)
+            }
+            other => other,
+        })?;
         let status = resp.status().as_u16();
         let content_type = resp
             .headers()

@@ -896,6 +896,7 @@ async fn performance(
         rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
         baseline: baseline.map(|(_, p)| p.clone()),
         problems: failures.clone(),
+        confirmation: None,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }

@@ -110,6 +110,37 @@ pub struct BenchRecord {
     pub baseline: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// A regression measured again (`bench --confirm`): what the re-run said and what stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// The re-run's record, relative to this one's folder.
+    pub record: String,
+    pub verdict: String,
+    /// `regression` when the re-run shows it too, else `inconclusive`.
+    pub stands: String,
+}
+
+impl BenchRecord {
+    /// The verdict after a confirm re-run, if there was one.
+    pub fn final_verdict(&self) -> &str {
+        self.confirmation.as_ref().map_or(self.verdict.as_str(), |c| c.stands.as_str())
+    }
+}
+
+/// Records the re-run `again` of a regression in `first`; returns one line saying what stands.
+pub fn confirm(first: &mut BenchRecord, again: &BenchRecord, record: &str) -> String {
+    let stands = if again.verdict == "regression" { "regression" } else { "inconclusive" };
+    first.confirmation =
+        Some(Confirmation { record: record.into(), verdict: again.verdict.clone(), stands: stands.into() });
+    if stands == "regression" {
+        "the re-run shows the regression too: it stands".into()
+    } else {
+        format!("the re-run says {}: the regression is not confirmed, the result is inconclusive", again.verdict)
+    }
 }
 
 /// The metrics compared across runs: name, direction, and how a batch's value is read from its metrics.
@@ -228,11 +259,25 @@ pub fn run_bench(
         rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
         baseline: baseline.map(|(_, p)| p),
         problems,
+        confirmation: None,
     };
-    let text = serde_json::to_vec_pretty(&record).expect("serializable");
-    crate::util::write_atomic(&out_dir.join("bench.json"), &text)
-        .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    write_bench(&record, out_dir)?;
     Ok(record)
+}
+
+/// Writes `bench.json`, `bench.md` and `bench.bmf.json` into `out_dir`, each atomically.
+pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError> {
+    let text = serde_json::to_vec_pretty(record).expect("serializable");
+    let bmf = serde_json::to_vec_pretty(&super::bench_report::bencher(record)).expect("serializable");
+    for (name, bytes) in [
+        ("bench.json", text),
+        ("bench.md", super::bench_report::markdown(record).into_bytes()),
+        ("bench.bmf.json", bmf),
+    ] {
+        crate::util::write_atomic(&out_dir.join(name), &bytes)
+            .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    }
+    Ok(())
 }
 
 /// Every concurrency of `workload` on a ready server: warm-ups discarded, one [`Level`] per concurrency. Stops early
@@ -251,12 +296,13 @@ pub(crate) async fn measure(
             "concurrency {c}: {} warm-up and {} measured batch(es)",
             workload.warmups, workload.repetitions
         )));
-        // Open the connections before the first batch is released, so that no measured TTFT includes a connect.
-        client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
-        // A connection returns to the pool just after its response was read: let the last ones settle.
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         let mut batches = Vec::new();
         for i in 0..workload.warmups + workload.repetitions {
+            // Open the connections before every release, so that no measured TTFT includes a connect (a server
+            // may close a connection after each streamed answer). A connection returns to the pool just after
+            // its response was read: let the last ones settle.
+            client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             let batch = run_batch(client, profile, workload, c, i).await;
             if i >= workload.warmups {
                 batches.push(batch);

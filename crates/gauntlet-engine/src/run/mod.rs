@@ -1,10 +1,13 @@
 //! The gate's lifecycle and its outputs.
 
 mod bench;
+pub mod bench_report;
 mod gate;
 mod outputs;
 
-pub use bench::{BENCH_VERSION, BenchRecord, Level, Workload, read_bench, run_bench};
+pub use bench::{
+    BENCH_VERSION, BenchRecord, Confirmation, Level, Workload, confirm, read_bench, run_bench, write_bench,
+};
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{

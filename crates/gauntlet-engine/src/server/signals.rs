@@ -1,6 +1,7 @@
 //! Ctrl-C (and SIGTERM, SIGHUP) on gauntlet stops every server group it started before gauntlet exits.
 //! Servers live in their own process groups, so the terminal's SIGINT never reaches them directly: we forward it.
 
+use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
@@ -35,7 +36,13 @@ pub fn install() {
                 if let Some(sig) = signals.forever().next() {
                     // Hold the lock to the end: no new group can start while we are shutting down.
                     let groups = lock();
-                    eprintln!("gauntlet: interrupted (signal {sig}); stopping {} server group(s)", groups.len());
+                    // Not eprintln!: a closed stderr (a cancelled CI job's log pipe) would panic this thread and
+                    // leave every server running.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "gauntlet: interrupted (signal {sig}); stopping {} server group(s)",
+                        groups.len()
+                    );
                     for pgid in groups.iter() {
                         signal_group(*pgid, libc::SIGTERM);
                     }

@@ -42,6 +42,8 @@ struct Config {
 
 #[derive(Default)]
 struct Shared {
+    /// What a plain (not streamed) completion waits before it answers.
+    ttft_ms: f64,
     records: Mutex<Vec<Value>>,
     next_request: AtomicU64,
     next_connection: AtomicU64,
@@ -103,7 +105,7 @@ fn main() {
         std::thread::sleep(Duration::from_secs(lifetime));
         std::process::exit(0);
     });
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared { ttft_ms: cfg.ttft, ..Shared::default() });
     let (jobs, inbox) = channel::<Job>();
     {
         let (cfg, shared) = (cfg.clone(), shared.clone());
@@ -331,7 +333,8 @@ fn chat(
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let max_tokens = request["max_tokens"].as_u64().unwrap_or(16).clamp(1, 100_000);
     if request["stream"] != true {
-        // A plain completion (readiness probes): not paced, not recorded.
+        // A plain completion (readiness probes, connection warming): answered after the TTFT, not recorded.
+        std::thread::sleep(Duration::from_secs_f64(shared.ttft_ms / 1e3));
         let text: String = (0..max_tokens).map(|i| format!("p{id}:{i} ")).collect();
         let answer = json!({"id": format!("p{id}"), "object": "chat.completion",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],

@@ -1,0 +1,164 @@
+//! What `gauntlet bench` writes beside `bench.json`: `bench.md` for a person, and `bench.bmf.json` in bencher's
+//! metric format (BMF) for tracking the numbers over time in bencher or any tool that reads it.
+
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value, json};
+
+use super::bench::{BenchRecord, Level};
+
+/// The measures exported per concurrency: BMF slug, the compared metric whose per-batch samples bound it, how the
+/// pooled value is read from the level's metrics, and the factor to the slug's unit.
+const MEASURES: &[(&str, Option<&str>, &[&str], f64)] = &[
+    ("output-throughput-tok-per-s", Some("output_throughput_wall"), &["output_throughput_wall"], 1.0),
+    ("ttft-mean-ms", Some("ttft_mean"), &["ttft", "mean"], 1e3),
+    ("ttft-p99-ms", None, &["ttft", "p99"], 1e3),
+    ("tpot-mean-ms", Some("tpot_mean"), &["tpot", "mean"], 1e3),
+    ("e2el-mean-ms", Some("e2el_mean"), &["e2el", "mean"], 1e3),
+    ("error-rate", None, &["error_rate"], 1.0),
+];
+
+fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(&level.metrics, |v, k| v.get(k)).and_then(Value::as_f64).filter(|x| x.is_finite())
+}
+
+/// `{"<profile>/concurrency-<c>": {"<measure>": {"value", "lower_value", "upper_value"}}}`: the value pooled over
+/// every measured batch, bounded by the smallest and largest per-batch sample where the metric is sampled.
+pub fn bencher(r: &BenchRecord) -> Value {
+    let mut out = Map::new();
+    for level in &r.levels {
+        let mut measures = Map::new();
+        for (slug, sampled, path, factor) in MEASURES {
+            let Some(value) = pooled(level, path) else { continue };
+            let mut m = json!({"value": value * factor});
+            if let Some(samples) = sampled.and_then(|s| level.samples.get(s)).filter(|s| !s.is_empty()) {
+                let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                m["lower_value"] = json!(lo * factor);
+                m["upper_value"] = json!(hi * factor);
+            }
+            measures.insert((*slug).into(), m);
+        }
+        out.insert(format!("{}/concurrency-{}", r.profile, level.concurrency), Value::Object(measures));
+    }
+    Value::Object(out)
+}
+
+/// `bench.md`: the verdict, the workload, one row per concurrency, and a line per compared metric
+/// "baseline → now (change, interval, call)".
+pub fn markdown(r: &BenchRecord) -> String {
+    let ms = |v: Option<f64>| v.map_or("—".to_owned(), |x| format!("{:.1}", x * 1e3));
+    let mut md = String::new();
+    let _ = writeln!(md, "# gauntlet bench: {} — {}\n", r.profile, r.verdict.to_uppercase());
+    let w = &r.workload;
+    let _ = writeln!(
+        md,
+        "- Workload: concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) per concurrency, \
+         temperature 0, closed loop (each batch released at once)",
+        w.concurrency, w.max_tokens, w.warmups, w.repetitions
+    );
+    let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
+    let _ =
+        writeln!(md, "- Baseline: {}\n", r.baseline.as_deref().map_or("none (candidate)".into(), |b| format!("`{b}`")));
+    let _ = writeln!(
+        md,
+        "| concurrency | requests | failed | TTFT p50 ms | TTFT p99 ms | TPOT mean ms | ITL p99 ms | E2EL p50 ms | output tok/s | in flight |"
+    );
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for l in &r.levels {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+            l.concurrency,
+            l.metrics["requests"].as_u64().unwrap_or(0),
+            l.metrics["failed"].as_u64().unwrap_or(0),
+            ms(pooled(l, &["ttft", "p50"])),
+            ms(pooled(l, &["ttft", "p99"])),
+            ms(pooled(l, &["tpot", "mean"])),
+            ms(pooled(l, &["itl_chunk", "p99"])),
+            ms(pooled(l, &["e2el", "p50"])),
+            pooled(l, &["output_throughput_wall"]).unwrap_or(0.0),
+            l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+        );
+    }
+    let comparisons: Vec<_> =
+        r.levels.iter().flat_map(|l| l.comparisons.iter().map(move |c| (l.concurrency, c))).collect();
+    if !comparisons.is_empty() {
+        let _ = writeln!(md, "\n## Against the baseline\n");
+        for (conc, c) in comparisons {
+            let _ = writeln!(
+                md,
+                "- c{conc} `{}` ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}) **{}**: {}",
+                c.metric,
+                c.better,
+                c.baseline_mean,
+                c.mean,
+                c.change * 100.0,
+                c.interval.0 * 100.0,
+                c.interval.1 * 100.0,
+                c.p_value.map_or("n/a".into(), |p| format!("{p:.3}")),
+                c.call,
+                c.why
+            );
+        }
+    }
+    if !r.problems.is_empty() {
+        let _ = writeln!(md, "\n## Problems\n");
+        for p in &r.problems {
+            let _ = writeln!(md, "- {p}");
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\nMetric names and conventions follow vLLM and AIPerf (`definitions` in `bench.json`); `bench.bmf.json` \
+         has the same numbers in bencher's metric format."
+    );
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::bench::{Batch, RequestRecord, level};
+
+    fn record(start: f64, gap: f64) -> RequestRecord {
+        // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
+        let mut events = vec![(0.05, String::new(), String::new())];
+        events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
+        RequestRecord { start, events, completion_tokens: Some(4), error: None }
+    }
+
+    fn bench(levels: Vec<Level>) -> BenchRecord {
+        serde_json::from_value(json!({
+            "bench_version": 2, "gauntlet_version": "0", "profile": "p", "started_at": "t", "identity": {},
+            "identity_digest": "d", "runtime": {}, "definitions": {}, "verdict": "candidate", "rules": {},
+            "workload": {"concurrency": [2], "max_tokens": 4, "warmups": 0, "repetitions": 2}, "levels": levels,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn bencher_export_names_each_concurrency_and_bounds_sampled_measures_by_their_batches() {
+        let batch = |gap: f64| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            requests: vec![record(0.0, gap), record(0.0, gap)],
+        };
+        let l = level(2, vec![batch(0.01), batch(0.02)], 4);
+        let v = bencher(&bench(vec![serde_json::from_value(serde_json::to_value(&l).unwrap()).unwrap()]));
+        let m = &v["p/concurrency-2"];
+        assert!((m["ttft-mean-ms"]["value"].as_f64().unwrap() - 100.0).abs() < 1e-9, "{m}");
+        let tpot = &m["tpot-mean-ms"];
+        assert!((tpot["lower_value"].as_f64().unwrap() - 10.0).abs() < 1e-9, "{tpot}");
+        assert!((tpot["upper_value"].as_f64().unwrap() - 20.0).abs() < 1e-9, "{tpot}");
+        assert!((tpot["value"].as_f64().unwrap() - 15.0).abs() < 1e-9, "{tpot}");
+        let tput = &m["output-throughput-tok-per-s"];
+        let (lo, val, hi) = (tput["lower_value"].as_f64(), tput["value"].as_f64(), tput["upper_value"].as_f64());
+        assert!(lo <= val && val <= hi, "{tput}");
+        assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
+        assert_eq!(m["error-rate"]["value"], 0.0);
+        let md = markdown(&bench(vec![l]));
+        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
+    }
+}
