@@ -144,17 +144,19 @@ struct BenchArgs {
     manifest: Option<PathBuf>,
     #[arg(long, short)]
     profile: Option<String>,
-    /// Concurrency levels (comma-separated).
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    /// Concurrency levels (comma-separated). Default: the profile's `[bench]` table, else 1,2.
+    #[arg(long, value_delimiter = ',')]
     concurrency: Vec<usize>,
-    #[arg(long, default_value_t = 64)]
-    max_tokens: u64,
-    /// Batches per concurrency run first and discarded.
-    #[arg(long, default_value_t = 1)]
-    warmups: usize,
-    /// Measured batches per concurrency: one sample of each metric each (at least 2 to compare).
-    #[arg(long, default_value_t = 5)]
-    repetitions: usize,
+    /// Default: the profile's `[bench]` table, else 64.
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    /// Batches per concurrency run first and discarded. Default: the profile's `[bench]` table, else 1.
+    #[arg(long)]
+    warmups: Option<usize>,
+    /// Measured batches per concurrency: one sample of each metric each (at least 2 to compare). Default: the
+    /// profile's `[bench]` `samples`, else 5.
+    #[arg(long)]
+    repetitions: Option<usize>,
     /// An earlier bench.json of the same identity to compare with.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
@@ -686,21 +688,23 @@ fn verify(bundle: &Path, json: bool) -> Result<u8, Failure> {
 }
 
 fn bench(args: BenchArgs) -> Result<u8, Failure> {
-    use gauntlet_engine::run::{Workload, run_bench};
+    use gauntlet_engine::run::run_bench;
     let manifest = load_manifest(args.manifest.as_deref())?;
     let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
-    if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.repetitions == 0 || args.max_tokens == 0 {
+    // The profile's `[bench]` workload, each flag overriding its part.
+    let mut workload = profile.bench.clone();
+    if !args.concurrency.is_empty() {
+        workload.concurrency = args.concurrency.clone();
+    }
+    workload.max_tokens = args.max_tokens.unwrap_or(workload.max_tokens);
+    workload.warmups = args.warmups.unwrap_or(workload.warmups);
+    workload.repetitions = args.repetitions.unwrap_or(workload.repetitions);
+    if workload.concurrency.contains(&0) || workload.repetitions == 0 || workload.max_tokens == 0 {
         return Err(Failure::BadInput("--concurrency, --repetitions and --max-tokens must be at least 1".into()));
     }
     let identity = gauntlet_engine::identity::compute(&profile, &gauntlet_engine::home_dir())
         .map_err(|e| Failure::BadInput(e.to_string()))?;
     let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
-    let workload = Workload {
-        concurrency: args.concurrency.clone(),
-        max_tokens: args.max_tokens,
-        warmups: args.warmups,
-        repetitions: args.repetitions,
-    };
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let record = or_skip(run_bench(

@@ -387,6 +387,62 @@ fn bench_confirms_a_regression_with_a_second_measurement() {
     assert!(record.get("confirmation").is_none() && !out.join("confirm").exists(), "{stdout}");
 }
 
+/// `[profiles.P.bench]`: the workload and a JSONL corpus of prompts from the manifest, flags overriding them; a
+/// record of another workload is never compared with; a bad corpus is bad input, with its line.
+#[test]
+fn bench_workload_and_prompt_corpus_come_from_the_manifest() {
+    let f = Fixture::new("bench-corpus").answers(good_answers()).profile(
+        "load_timeout = \"10s\"\nrequest_timeout = \"3s\"\nsuite_budget = \"60s\"\nstop_grace = \"2s\"\n\
+         [profiles.test.bench]\nconcurrency = [2]\nmax_tokens = 8\nwarmups = 0\nsamples = 2\nprompts = \"corpus.jsonl\"",
+    );
+    std::fs::create_dir_all(f.path()).unwrap();
+    let corpus = "{\"prompt\": \"Say alpha.\"}\n\n{\"prompt\": \"Say beta.\"}\n";
+    std::fs::write(f.path().join("corpus.jsonl"), corpus).unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let manifest = f.write();
+        let out = f.path().join(out);
+        let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = gauntlet(&args, &[], Duration::from_secs(120));
+        assert_no_survivors(&f.tag);
+        let record = std::fs::read_to_string(out.join("bench.json")).ok().map(|t| serde_json::from_str(&t).unwrap());
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+            record,
+            out,
+        )
+    };
+    let (code, text, record, out) = run("first", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    let record: serde_json::Value = record.unwrap();
+    let w = &record["workload"];
+    assert_eq!(
+        (w["concurrency"].clone(), w["max_tokens"].as_u64(), w["repetitions"].as_u64()),
+        (serde_json::json!([2]), Some(8), Some(2))
+    );
+    assert_eq!(w["corpus"]["prompts"], 2);
+    assert_eq!(w["corpus"]["sha256"], gauntlet_engine::util::sha256_hex(corpus.as_bytes()));
+    let said: String = record["levels"][0]["batches"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["events"].as_array().unwrap().iter().map(|e| e[1].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(said.contains("alpha") && said.contains("beta"), "the corpus's prompts were sent: {said}");
+    // A flag overrides its part; a baseline of another workload is not compared with.
+    let baseline = out.join("bench.json");
+    let (code, text, record, _) = run("other", &["--max-tokens", "9", "--baseline", baseline.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{text}");
+    assert_eq!(record.unwrap()["workload"]["max_tokens"], 9);
+    assert!(text.contains("the baseline ran another workload"), "{text}");
+    // A corpus line without a prompt is bad input, named by its line.
+    std::fs::write(f.path().join("corpus.jsonl"), "{\"prompt\": \"Say alpha.\"}\n{\"text\": \"x\"}\n").unwrap();
+    let (code, text, _, _) = run("bad", &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("line 2: no non-empty string `prompt`"), "{text}");
+}
+
 /// `gauntlet bench` at concurrency 1 on the fixture: exit code, stdout, bench.json and the output folder.
 fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
     let manifest = f.write();

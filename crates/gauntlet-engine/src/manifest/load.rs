@@ -61,6 +61,8 @@ pub struct Profile {
     pub thresholds: Thresholds,
     /// Release qualification settings (`[profiles.P.qualify]`), defaults when absent.
     pub qualify: super::qualify::QualifySettings,
+    /// `gauntlet bench`'s workload (`[profiles.P.bench]`), defaults when absent; flags override it.
+    pub bench: crate::run::Workload,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
@@ -368,6 +370,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "gpu_lock",
             "runner",
             "qualify",
+            "bench",
         ],
     );
     let errors_before = p.errors.len();
@@ -539,6 +542,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             thresholds.load_ratio_warn = x;
         }
     }
+    let bench = super::qualify::read_bench_workload(p, &r, root);
     let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
     qualify.monitor.require_rss = !attach;
     if p.errors.len() > errors_before {
@@ -560,6 +564,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         runner,
         thresholds,
         qualify,
+        bench,
         features: declared,
         missing,
     })

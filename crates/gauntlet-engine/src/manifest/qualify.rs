@@ -72,8 +72,8 @@ fn default_settings(load_timeout: Duration, suite_budget: Duration) -> QualifySe
             floor: 0.0,
             max_tokens: 160,
         },
-        saturation: Workload { concurrency: vec![1, 2], max_tokens: 32, warmups: 1, repetitions: 2 },
-        performance: Workload { concurrency: vec![1, 2], max_tokens: 32, warmups: 1, repetitions: 5 },
+        saturation: Workload::new(vec![1, 2], 32, 1, 2),
+        performance: Workload::new(vec![1, 2], 32, 1, 5),
         monitor_interval_seconds: 0.5,
         monitor: crate::qualify::drift::Limits {
             window: 5,
@@ -106,10 +106,16 @@ fn counts(p: &mut Problems, r: &Reader, key: &str) -> Option<Vec<usize>> {
     (!out.is_empty()).then_some(out)
 }
 
-fn workload(p: &mut Problems, r: &Reader, key: &str, mut w: Workload) -> Workload {
+fn workload(p: &mut Problems, r: &Reader, key: &str, w: Workload) -> Workload {
+    workload_with(p, r, key, w, &[])
+}
+
+/// A workload table (`concurrency`, `max_tokens`, `warmups`, `samples`) plus the caller's `extra` keys.
+fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra: &[&str]) -> Workload {
     let Some(t) = r.table_of(p, key) else { return w };
     let path = r.at(key);
-    p.unknown_keys(t, &path, &["concurrency", "max_tokens", "warmups", "samples"]);
+    let known: Vec<&str> = ["concurrency", "max_tokens", "warmups", "samples"].iter().chain(extra).copied().collect();
+    p.unknown_keys(t, &path, &known);
     let r = Reader::new(t, path);
     if let Some(c) = counts(p, &r, "concurrency") {
         w.concurrency = c;
@@ -122,6 +128,35 @@ fn workload(p: &mut Problems, r: &Reader, key: &str, mut w: Workload) -> Workloa
     }
     if let Some(n) = r.integer(p, "samples", 2, 10_000) {
         w.repetitions = n as usize;
+    }
+    w
+}
+
+/// `[profiles.P.bench]`: the workload `gauntlet bench` runs when its flags do not say otherwise, with `prompts`, a
+/// JSONL corpus (relative to the manifest) of `{"prompt": "…"}` lines, instead of the built-in prompts.
+pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> Workload {
+    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts"]);
+    let Some(t) = r.table_of(p, "bench") else { return w };
+    let b = Reader::new(t, r.at("bench"));
+    let Some(rel) = b.string(p, "prompts") else { return w };
+    let file = root.join(&rel);
+    let bytes = match std::fs::read(&file) {
+        Ok(b) => b,
+        Err(e) => {
+            p.error(&b.at("prompts"), format!("cannot read `{}`: {e}", file.display()));
+            return w;
+        }
+    };
+    match crate::run::read_corpus(&String::from_utf8_lossy(&bytes)) {
+        Ok(prompts) => {
+            w.corpus =
+                Some(crate::run::Corpus { path: rel, sha256: crate::util::sha256_hex(&bytes), prompts: prompts.len() });
+            w.prompts = prompts;
+        }
+        Err(errors) => {
+            let shown: Vec<&str> = errors.iter().take(5).map(String::as_str).collect();
+            p.error(&b.at("prompts"), format!("`{}`: {}", file.display(), shown.join("; ")));
+        }
     }
     w
 }

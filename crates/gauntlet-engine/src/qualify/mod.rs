@@ -824,7 +824,7 @@ async fn saturation(
     let w = &profile.qualify.saturation;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    let (verdict, assessed) = crate::run::assess(&mut levels, None, true, &rules);
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules);
     problems.extend(assessed);
     let summary = levels
         .iter()
@@ -852,7 +852,7 @@ async fn performance(
     let w = &profile.qualify.performance;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    let (verdict, assessed) = crate::run::assess(&mut levels, baseline.map(|(b, _)| b), true, &rules);
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules);
     problems.extend(assessed);
     if let Some((b, _)) = baseline {
         let path = dir.join(BASELINE_FILE);

@@ -240,7 +240,8 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
         Some(parse::<BenchRecord>(&v, BASELINE_FILE, problems)?)
     };
     let rules = parse(&file["rules"], "R5: rules", problems)?;
-    let (verdict, _) = crate::run::assess(&mut recomputed, baseline.as_ref(), true, &rules);
+    let workload: Workload = parse(&file["workload"], "R5: workload", problems)?;
+    let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules);
     if file["verdict"].as_str() != Some(verdict.as_str()) {
         problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
     }

@@ -28,6 +28,52 @@ pub struct Workload {
     pub warmups: usize,
     /// Measured batches per concurrency: one sample of every metric each.
     pub repetitions: usize,
+    /// The prompts' corpus (`prompts` in the manifest): where it came from and its digest, so that records of
+    /// different corpora are never compared. Absent: the built-in prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<Corpus>,
+    /// The corpus's prompts, in order (not written into records: the digest stands for them).
+    #[serde(skip)]
+    pub prompts: Vec<String>,
+}
+
+impl Workload {
+    /// A workload of the built-in prompts.
+    pub fn new(concurrency: Vec<usize>, max_tokens: u64, warmups: usize, repetitions: usize) -> Workload {
+        Workload { concurrency, max_tokens, warmups, repetitions, corpus: None, prompts: Vec::new() }
+    }
+
+    /// The `i`-th prompt sent, cycling through the corpus (or the built-in prompts).
+    pub fn prompt(&self, i: usize) -> &str {
+        if self.prompts.is_empty() { PROMPTS[i % PROMPTS.len()] } else { &self.prompts[i % self.prompts.len()] }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Corpus {
+    pub path: String,
+    pub sha256: String,
+    pub prompts: usize,
+}
+
+/// Prompts from a JSONL corpus: one object per line with a non-empty string `prompt` (vLLM's custom-dataset
+/// layout); blank lines are skipped. Every bad line is reported with its number.
+pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
+    let mut prompts = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        match serde_json::from_str::<Value>(line) {
+            Ok(v) => match v.get("prompt").and_then(Value::as_str).filter(|p| !p.trim().is_empty()) {
+                Some(p) => prompts.push(p.to_owned()),
+                None => errors.push(format!("line {}: no non-empty string `prompt`", i + 1)),
+            },
+            Err(e) => errors.push(format!("line {}: not JSON ({e})", i + 1)),
+        }
+    }
+    if prompts.is_empty() && errors.is_empty() {
+        errors.push("no prompt in the corpus".into());
+    }
+    if errors.is_empty() { Ok(prompts) } else { Err(errors) }
 }
 
 /// Prompts of the built-in workload: varied enough that no answer is trivially short.
@@ -237,7 +283,7 @@ pub fn run_bench(
     let stopped = process.as_mut().map(|p| stop_server(p, profile.stop_grace, false, load.is_ok(), &mut life));
     drop(rt);
     let rules = Rules::default();
-    let (verdict, assessed) = assess(&mut levels, baseline.as_ref().map(|(b, _)| *b), load.is_ok(), &rules);
+    let (verdict, assessed) = assess(&mut levels, workload, baseline.as_ref().map(|(b, _)| *b), load.is_ok(), &rules);
     problems.extend(assessed);
     if let Some(stop) = stopped
         && stop != "terminated"
@@ -322,10 +368,12 @@ pub(crate) async fn measure(
 /// metric the comparison with `baseline`'s level of the same concurrency.
 pub(crate) fn assess(
     levels: &mut [Level],
+    workload: &Workload,
     baseline: Option<&BenchRecord>,
     loaded: bool,
     rules: &Rules,
 ) -> (String, Vec<String>) {
+    let (workload_corpus, workload_max_tokens) = (workload.corpus.clone(), workload.max_tokens);
     let mut problems = Vec::new();
     for l in levels.iter_mut() {
         if l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
@@ -344,6 +392,13 @@ pub(crate) fn assess(
             problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
         }
         let Some(base) = baseline else { continue };
+        if base.workload.corpus != workload_corpus || base.workload.max_tokens != workload_max_tokens {
+            problems.push(format!(
+                "concurrency {}: the baseline ran another workload (prompts or max tokens differ): not compared",
+                l.concurrency
+            ));
+            continue;
+        }
         let Some(base_level) = base.levels.iter().find(|b| b.concurrency == l.concurrency) else {
             problems.push(format!("the baseline has no concurrency {}", l.concurrency));
             continue;
@@ -436,7 +491,7 @@ async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, i
         .map(|i| {
             json!({
                 "model": profile.request_model,
-                "messages": [{"role": "user", "content": PROMPTS[(index * c + i) % PROMPTS.len()]}],
+                "messages": [{"role": "user", "content": w.prompt(index * c + i)}],
                 "max_tokens": w.max_tokens,
                 "temperature": 0,
                 "stream": true,

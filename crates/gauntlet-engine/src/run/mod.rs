@@ -6,7 +6,8 @@ mod gate;
 mod outputs;
 
 pub use bench::{
-    BENCH_VERSION, BenchRecord, Confirmation, Level, Workload, confirm, read_bench, run_bench, write_bench,
+    BENCH_VERSION, BenchRecord, Confirmation, Corpus, Level, Workload, confirm, read_bench, read_corpus, run_bench,
+    write_bench,
 };
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
