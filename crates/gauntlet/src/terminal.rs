@@ -174,19 +174,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
             l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
         )?;
         for c in &l.comparisons {
-            writeln!(
-                out,
-                "     c{} {}: {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, {}): {}",
-                l.concurrency,
-                c.metric,
-                c.baseline_mean,
-                c.mean,
-                c.change * 100.0,
-                c.interval.0 * 100.0,
-                c.interval.1 * 100.0,
-                c.call,
-                c.why
-            )?;
+            writeln!(out, "     {}", gauntlet_engine::run::bench_report::comparison_line(l.concurrency, c))?;
         }
     }
     for p in &r.problems {

@@ -618,52 +618,9 @@ fn attaches_to_a_running_server_under_a_path_prefix() {
     assert_no_survivors(&f.tag);
 }
 
-/// Ctrl-C on gauntlet stops the server group it started, even one that ignores SIGTERM.
-#[test]
-fn interrupt_stops_the_server_group() {
-    let f = Fixture::new("sigint").fault(&["--ignore-sigterm", "--leak-child", "--token-delay-ms", "200"]);
-    let manifest = f.write();
-    let out = f.path().join("out");
-    let scratch = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
-    common::isolate(&mut cmd, &[], &scratch);
-    let mut child = cmd
-        .args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait (bounded) until the server and its leaked child are up, then interrupt gauntlet.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while common::processes_tagged(&f.tag).len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "server never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    common::send_signal(child.id() as i32, 2);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("gauntlet did not exit after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(130));
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert!(stderr.contains("interrupted"), "{stderr}");
-    assert_no_survivors(&f.tag);
-}
-
-/// A cancelled CI job closes gauntlet's log pipe and then sends SIGTERM: with nowhere to write, gauntlet must still
-/// stop its server group and exit.
-#[test]
-fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
-    let f = Fixture::new("sigterm-closed").fault(&["--ignore-sigterm", "--token-delay-ms", "200"]);
+/// Starts `gauntlet run` on the fixture, waits (bounded) until `servers` processes of its server are up, optionally
+/// closes gauntlet's stdout and stderr, then sends `signal`; returns how gauntlet exited and what it wrote to stderr.
+fn interrupt(f: &Fixture, servers: usize, signal: i32, close_pipes: bool) -> (std::process::ExitStatus, String) {
     let manifest = f.write();
     let out = f.path().join("out");
     let scratch = tempfile::tempdir().unwrap();
@@ -676,14 +633,16 @@ fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while common::processes_tagged(&f.tag).is_empty() {
+    while common::processes_tagged(&f.tag).len() < servers {
         assert!(std::time::Instant::now() < deadline, "server never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    drop(child.stdout.take());
-    drop(child.stderr.take());
+    if close_pipes {
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+    }
     std::thread::sleep(Duration::from_millis(300));
-    common::send_signal(child.id() as i32, 15);
+    common::send_signal(child.id() as i32, signal);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -691,11 +650,33 @@ fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
         }
         if std::time::Instant::now() >= deadline {
             let _ = child.kill();
-            panic!("gauntlet did not exit after SIGTERM with its stderr closed");
+            panic!("gauntlet did not exit after signal {signal}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
+    }
     assert_no_survivors(&f.tag);
+    (status, stderr)
+}
+
+/// Ctrl-C on gauntlet stops the server group it started, even one that ignores SIGTERM.
+#[test]
+fn interrupt_stops_the_server_group() {
+    let f = Fixture::new("sigint").fault(&["--ignore-sigterm", "--leak-child", "--token-delay-ms", "200"]);
+    let (status, stderr) = interrupt(&f, 2, 2, false);
+    assert_eq!(status.code(), Some(130));
+    assert!(stderr.contains("interrupted"), "{stderr}");
+}
+
+/// A cancelled CI job closes gauntlet's log pipe and then sends SIGTERM: with nowhere to write, gauntlet must still
+/// stop its server group and exit.
+#[test]
+fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
+    let f = Fixture::new("sigterm-closed").fault(&["--ignore-sigterm", "--token-delay-ms", "200"]);
+    let (status, _) = interrupt(&f, 1, 15, true);
     assert_eq!(status.code(), Some(143), "{status:?}");
 }
 

@@ -235,13 +235,7 @@ impl Client {
                 let mut held = Vec::new();
                 ended = true;
                 while let Some(chunk) = chunks.next().await {
-                    let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
-                    let t = started.elapsed().as_secs_f64();
-                    first_byte.get_or_insert(t);
-                    received += chunk.len();
-                    if received > self.max_response_bytes {
-                        return Err(ClientError::TooLarge { limit: self.max_response_bytes });
-                    }
+                    let (t, chunk) = self.intake(chunk, url, started, &mut first_byte, &mut received)?;
                     let done = says_done(held.last().map(|(_, c): &(f64, _)| c), &chunk);
                     held.push((t, chunk));
                     if done {
@@ -259,13 +253,7 @@ impl Client {
             // Parsing as it comes: the whole stream, or what follows a `[DONE]` that was only text in a token.
             while !ended && !assembler.done() {
                 let Some(chunk) = chunks.next().await else { break };
-                let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
-                let t = started.elapsed().as_secs_f64();
-                first_byte.get_or_insert(t);
-                received += chunk.len();
-                if received > self.max_response_bytes {
-                    return Err(ClientError::TooLarge { limit: self.max_response_bytes });
-                }
+                let (t, chunk) = self.intake(chunk, url, started, &mut first_byte, &mut received)?;
                 assembler.feed(&chunk, t)?;
             }
             if !ended {
@@ -301,6 +289,27 @@ impl Client {
             answer.first_byte_seconds = first_byte;
             Ok(answer)
         }
+    }
+}
+
+impl Client {
+    /// A streamed chunk as it arrives: its time since `started`, counted against the response size limit.
+    fn intake<B: AsRef<[u8]>>(
+        &self,
+        chunk: Result<B, reqwest::Error>,
+        url: &str,
+        started: Instant,
+        first_byte: &mut Option<f64>,
+        received: &mut usize,
+    ) -> Result<(f64, B), ClientError> {
+        let chunk = chunk.map_err(|e| transport(url, e, 0.0, true))?;
+        let t = started.elapsed().as_secs_f64();
+        first_byte.get_or_insert(t);
+        *received += chunk.as_ref().len();
+        if *received > self.max_response_bytes {
+            return Err(ClientError::TooLarge { limit: self.max_response_bytes });
+        }
+        Ok((t, chunk))
     }
 }
 

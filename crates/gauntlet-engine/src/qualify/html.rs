@@ -28,22 +28,8 @@ vertical-align:top}th{background:#f4f4f4}.pass{color:#176c2b;font-weight:600}.fa
 svg{display:block;margin:8px 0}code{background:#f4f4f4;padding:0 3px}dl{display:grid;\
 grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:600}dd{margin:0}";
 
-/// Text for HTML: every byte that may come from a server or a file is escaped.
-pub(super) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Text for HTML: every byte that may come from a server or a file is escaped (XML escaping is HTML-safe).
+use crate::report::junit::esc as escape;
 
 /// A tick-label number: three significant figures at most, no trailing zeros.
 fn num(v: f64) -> String {
@@ -464,7 +450,7 @@ mod tests {
     fn server_text_is_escaped() {
         assert_eq!(
             escape("<script>\"x\" & 'y'</script>\u{7}"),
-            "&lt;script&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/script&gt;\u{fffd}"
+            "&lt;script&gt;&quot;x&quot; &amp; &apos;y&apos;&lt;/script&gt;\u{fffd}"
         );
     }
 

@@ -1,7 +1,7 @@
 //! Views of a run record: Markdown, JUnit, GitHub annotations. Each is a pure function of the record.
 
 mod github;
-mod junit;
+pub(crate) mod junit;
 mod markdown;
 pub mod merge;
 

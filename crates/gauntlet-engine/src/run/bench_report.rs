@@ -44,6 +44,23 @@ pub fn bencher(r: &BenchRecord) -> Value {
     Value::Object(out)
 }
 
+/// One compared metric at one concurrency: "baseline → now (change, interval, p, call): why".
+pub fn comparison_line(concurrency: usize, c: &super::bench::MetricComparison) -> String {
+    format!(
+        "c{concurrency} {} ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}): {}",
+        c.metric,
+        c.better,
+        c.baseline_mean,
+        c.mean,
+        c.change * 100.0,
+        c.interval.0 * 100.0,
+        c.interval.1 * 100.0,
+        c.p_value.map_or("n/a".into(), |p| format!("{p:.3}")),
+        c.call,
+        c.why
+    )
+}
+
 /// `bench.md`: the verdict, the workload, one row per concurrency, and a line per compared metric
 /// "baseline → now (change, interval, call)".
 pub fn markdown(r: &BenchRecord) -> String {
@@ -86,20 +103,7 @@ pub fn markdown(r: &BenchRecord) -> String {
     if !comparisons.is_empty() {
         let _ = writeln!(md, "\n## Against the baseline\n");
         for (conc, c) in comparisons {
-            let _ = writeln!(
-                md,
-                "- c{conc} `{}` ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}) **{}**: {}",
-                c.metric,
-                c.better,
-                c.baseline_mean,
-                c.mean,
-                c.change * 100.0,
-                c.interval.0 * 100.0,
-                c.interval.1 * 100.0,
-                c.p_value.map_or("n/a".into(), |p| format!("{p:.3}")),
-                c.call,
-                c.why
-            );
+            let _ = writeln!(md, "- {}", comparison_line(conc, c));
         }
     }
     if !r.problems.is_empty() {
