@@ -160,6 +160,13 @@ struct BenchArgs {
     /// An earlier bench.json of the same identity to compare with.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
+    /// Open loop: each batch's requests (as many as the concurrency) arrive as a seeded Poisson process at this
+    /// many requests per second, instead of all at once. Default: the profile's `[bench]` `rate`, else closed loop.
+    #[arg(long, value_name = "REQ/S")]
+    rate: Option<f64>,
+    /// The open loop's arrival seed (recorded). Default: the profile's `[bench]` `seed`, else 1.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Before calling a regression, measure again (into OUT/confirm): a regression stands only when the re-run
     /// shows it too; otherwise the result is inconclusive.
     #[arg(long)]
@@ -699,6 +706,11 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
     workload.max_tokens = args.max_tokens.unwrap_or(workload.max_tokens);
     workload.warmups = args.warmups.unwrap_or(workload.warmups);
     workload.repetitions = args.repetitions.unwrap_or(workload.repetitions);
+    workload.rate = args.rate.or(workload.rate);
+    workload.seed = args.seed.or(workload.seed).or(workload.rate.map(|_| 1));
+    if workload.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(Failure::BadInput("--rate must be a positive number of requests per second".into()));
+    }
     if workload.concurrency.contains(&0) || workload.repetitions == 0 || workload.max_tokens == 0 {
         return Err(Failure::BadInput("--concurrency, --repetitions and --max-tokens must be at least 1".into()));
     }

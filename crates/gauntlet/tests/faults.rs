@@ -443,6 +443,37 @@ fn bench_workload_and_prompt_corpus_come_from_the_manifest() {
     assert!(text.contains("line 2: no non-empty string `prompt`"), "{text}");
 }
 
+/// `bench --rate`: an open loop, each batch's requests sent on a seeded Poisson schedule instead of all at once.
+#[test]
+fn bench_open_loop_sends_each_request_on_its_seeded_poisson_arrival() {
+    let f = Fixture::new("bench-open-loop").answers(vec![("", answer("word"))]);
+    let extra = ["--concurrency", "6", "--rate", "40", "--seed", "9"];
+    let manifest = f.write();
+    let out = f.path().join("open");
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--repetitions", "2"];
+    args.extend_from_slice(&extra);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    assert_eq!((record["workload"]["rate"].as_f64(), record["workload"]["seed"].as_u64()), (Some(40.0), Some(9)));
+    assert!(record["problems"].as_array().is_none_or(|p| p.is_empty()), "{}", record["problems"]);
+    let workload: gauntlet_engine::run::Workload = serde_json::from_value(record["workload"].clone()).unwrap();
+    for (index, batch) in record["levels"][0]["batches"].as_array().unwrap().iter().enumerate() {
+        let schedule = workload.arrivals(index, 6);
+        assert!(schedule[5] > 0.0);
+        for (request, at) in batch["requests"].as_array().unwrap().iter().zip(schedule) {
+            // A timer never fires early: each request starts at or after its arrival.
+            assert!(request["start"].as_f64().unwrap() >= at - 1e-6, "{request} before {at}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
+    assert!(md.contains("open loop (each batch's requests arrive as a Poisson process at 40 req/s, seed 9)"), "{md}");
+}
+
 /// `gauntlet bench` at concurrency 1 on the fixture: exit code, stdout, bench.json and the output folder.
 fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
     let manifest = f.write();

@@ -135,9 +135,11 @@ fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra
 /// `[profiles.P.bench]`: the workload `gauntlet bench` runs when its flags do not say otherwise, with `prompts`, a
 /// JSONL corpus (relative to the manifest) of `{"prompt": "…"}` lines, instead of the built-in prompts.
 pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> Workload {
-    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts"]);
+    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts", "rate", "seed"]);
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
+    w.rate = b.float(p, "rate", 1e-6, 1e6);
+    w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
     let Some(rel) = b.string(p, "prompts") else { return w };
     let file = root.join(&rel);
     let bytes = match std::fs::read(&file) {

@@ -35,12 +35,50 @@ pub struct Workload {
     /// The corpus's prompts, in order (not written into records: the digest stands for them).
     #[serde(skip)]
     pub prompts: Vec<String>,
+    /// Open loop: each batch's `concurrency` requests arrive as a Poisson process at this many requests per second
+    /// (seeded by `seed`) instead of all at once. Absent: closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl Workload {
     /// A workload of the built-in prompts.
     pub fn new(concurrency: Vec<usize>, max_tokens: u64, warmups: usize, repetitions: usize) -> Workload {
-        Workload { concurrency, max_tokens, warmups, repetitions, corpus: None, prompts: Vec::new() }
+        Workload {
+            concurrency,
+            max_tokens,
+            warmups,
+            repetitions,
+            corpus: None,
+            prompts: Vec::new(),
+            rate: None,
+            seed: None,
+        }
+    }
+
+    /// When each of the `n` requests of batch `index` is sent, in seconds after the release: all at 0 in a closed
+    /// loop; in an open loop, a Poisson process at `rate` (exponential gaps, the first request at 0), the same for
+    /// the same seed and batch.
+    pub fn arrivals(&self, index: usize, n: usize) -> Vec<f64> {
+        let Some(rate) = self.rate.filter(|r| *r > 0.0 && r.is_finite()) else { return vec![0.0; n] };
+        let mut state = self.seed.unwrap_or(1) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut t = 0.0;
+        (0..n)
+            .map(|i| {
+                if i > 0 {
+                    // splitmix64 → uniform in (0, 1] → exponential gap with mean 1 / rate.
+                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    let u = (((z ^ (z >> 31)) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+                    t += -u.ln() / rate;
+                }
+                t
+            })
+            .collect()
     }
 
     /// The `i`-th prompt sent, cycling through the corpus (or the built-in prompts).
@@ -373,10 +411,14 @@ pub(crate) fn assess(
     loaded: bool,
     rules: &Rules,
 ) -> (String, Vec<String>) {
-    let (workload_corpus, workload_max_tokens) = (workload.corpus.clone(), workload.max_tokens);
+    let same_workload = |b: &Workload| {
+        (&b.corpus, b.max_tokens, b.rate, b.seed)
+            == (&workload.corpus, workload.max_tokens, workload.rate, workload.seed)
+    };
     let mut problems = Vec::new();
     for l in levels.iter_mut() {
-        if l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
+        // A closed loop must have had the whole batch in flight; an open loop spreads it out by design.
+        if workload.rate.is_none() && l.batches.iter().any(|b| b.in_flight_max < l.concurrency) {
             problems.push(format!(
                 "concurrency {}: the client never had {} requests in flight at once (at most {})",
                 l.concurrency,
@@ -392,9 +434,9 @@ pub(crate) fn assess(
             problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
         }
         let Some(base) = baseline else { continue };
-        if base.workload.corpus != workload_corpus || base.workload.max_tokens != workload_max_tokens {
+        if !same_workload(&base.workload) {
             problems.push(format!(
-                "concurrency {}: the baseline ran another workload (prompts or max tokens differ): not compared",
+                "concurrency {}: the baseline ran another workload (prompts, max tokens or arrivals differ): not compared",
                 l.concurrency
             ));
             continue;
@@ -504,11 +546,16 @@ async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, i
     let released = Instant::now();
     let released_monotonic_ns = crate::util::monotonic_ns();
     let deadline = released + profile.request_timeout;
+    let arrivals = w.arrivals(index, c);
     let tasks: Vec<_> = bodies
         .into_iter()
-        .map(|body| {
+        .zip(arrivals)
+        .map(|(body, at)| {
             let (client, in_flight, peak) = (client.clone(), in_flight.clone(), peak.clone());
             tokio::spawn(async move {
+                if at > 0.0 {
+                    tokio::time::sleep_until((released + std::time::Duration::from_secs_f64(at)).into()).await;
+                }
                 let start = released.elapsed().as_secs_f64();
                 peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 let result = client.chat(&body, deadline).await;
@@ -558,4 +605,28 @@ fn definitions() -> Value {
         "percentiles": "linear interpolation (numpy type 7); std: population within a run",
         "comparison": "per batch samples; seeded percentile bootstrap of the relative change of means + Mann-Whitney U",
     })
+}
+
+#[cfg(test)]
+mod arrival_tests {
+    use super::Workload;
+
+    #[test]
+    fn closed_loop_releases_everything_at_once_and_open_loop_is_a_seeded_poisson_process() {
+        let mut w = Workload::new(vec![4], 8, 0, 2);
+        assert_eq!(w.arrivals(0, 4), vec![0.0; 4]);
+        w.rate = Some(50.0);
+        w.seed = Some(7);
+        let a = w.arrivals(3, 20_000);
+        assert_eq!(a[0], 0.0);
+        assert!(a.windows(2).all(|p| p[1] > p[0]), "arrivals only move forward");
+        assert_eq!(a, w.arrivals(3, 20_000), "the same seed and batch give the same schedule");
+        assert_ne!(a, w.arrivals(4, 20_000), "each batch has its own schedule");
+        // Exponential gaps: mean 1/rate = 20 ms and standard deviation equal to the mean.
+        let gaps: Vec<f64> = a.windows(2).map(|p| p[1] - p[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
+        assert!((mean - 0.02).abs() < 0.02 * 0.03, "mean gap {mean}");
+        assert!((sd / mean - 1.0).abs() < 0.05, "coefficient of variation {}", sd / mean);
+    }
 }

@@ -71,8 +71,18 @@ pub fn markdown(r: &BenchRecord) -> String {
     let _ = writeln!(
         md,
         "- Workload: concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) per concurrency, \
-         temperature 0, closed loop (each batch released at once)",
-        w.concurrency, w.max_tokens, w.warmups, w.repetitions
+         temperature 0, {}",
+        w.concurrency,
+        w.max_tokens,
+        w.warmups,
+        w.repetitions,
+        match w.rate {
+            Some(rate) => format!(
+                "open loop (each batch's requests arrive as a Poisson process at {rate} req/s, seed {})",
+                w.seed.unwrap_or(1)
+            ),
+            None => "closed loop (each batch released at once)".into(),
+        }
     );
     let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
     let _ =
