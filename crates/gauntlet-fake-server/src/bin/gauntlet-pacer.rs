@@ -331,7 +331,8 @@ fn chat(
 ) -> bool {
     let id = shared.next_request.fetch_add(1, Ordering::SeqCst);
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let max_tokens = request["max_tokens"].as_u64().unwrap_or(16).clamp(1, 100_000);
+    let max_tokens =
+        request["max_tokens"].as_u64().or(request["max_completion_tokens"].as_u64()).unwrap_or(16).clamp(1, 100_000);
     if request["stream"] != true {
         // A plain completion (readiness probes, connection warming): answered after the TTFT, not recorded.
         std::thread::sleep(Duration::from_secs_f64(shared.ttft_ms / 1e3));
