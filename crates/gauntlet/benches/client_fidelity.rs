@@ -38,19 +38,10 @@ fn cpu_of_children() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-/// Type-7 percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let h = (sorted.len() - 1) as f64 * q;
-    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
-    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
-}
-
-fn summary(mut v: Vec<f64>) -> Value {
-    v.sort_by(f64::total_cmp);
-    json!({"n": v.len(), "p50_ms": percentile(&v, 0.5), "p99_ms": percentile(&v, 0.99), "max_ms": v.last()})
+fn summary(v: Vec<f64>) -> Value {
+    use gauntlet_engine::bench::stats::percentile;
+    let max = v.iter().copied().reduce(f64::max);
+    json!({"n": v.len(), "p50_ms": percentile(&v, 0.5), "p99_ms": percentile(&v, 0.99), "max_ms": max})
 }
 
 fn measure(c: usize, scratch: &Path) -> Value {

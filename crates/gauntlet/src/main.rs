@@ -719,29 +719,17 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
     let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
-    let record = or_skip(run_bench(
-        &profile,
-        &identity,
-        &workload,
-        baseline.as_ref().map(|(b, p)| (b, p.clone())),
-        &out_dir,
-        &mut view,
-    ))?;
-    let Some(mut record) = record else { return Ok(exit::SKIP) };
+    let mut measure = |dir: &Path| {
+        let base = baseline.as_ref().map(|(b, p)| (b, p.clone()));
+        or_skip(run_bench(&profile, &identity, &workload, base, dir, &mut view))
+    };
+    let Some(mut record) = measure(&out_dir)? else { return Ok(exit::SKIP) };
     let mut out = std::io::stdout().lock();
     let _ = terminal::bench(&mut out, &record, &out_dir);
     if args.confirm && record.verdict == "regression" {
         let _ = writeln!(out, "regression: measuring again to confirm it");
         let again_dir = out_dir.join("confirm");
-        let again = or_skip(run_bench(
-            &profile,
-            &identity,
-            &workload,
-            baseline.as_ref().map(|(b, p)| (b, p.clone())),
-            &again_dir,
-            &mut view,
-        ))?;
-        let Some(again) = again else { return Ok(exit::SKIP) };
+        let Some(again) = measure(&again_dir)? else { return Ok(exit::SKIP) };
         let _ = terminal::bench(&mut out, &again, &again_dir);
         let outcome = gauntlet_engine::run::confirm(&mut record, &again, "confirm/bench.json");
         gauntlet_engine::run::write_bench(&record, &out_dir).map_err(|e| Failure::BadInput(e.to_string()))?;

@@ -252,7 +252,10 @@ impl Client {
             }
             // Parsing as it comes: the whole stream, or what follows a `[DONE]` that was only text in a token.
             while !ended && !assembler.done() {
-                let Some(chunk) = chunks.next().await else { break };
+                let Some(chunk) = chunks.next().await else {
+                    ended = true;
+                    break;
+                };
                 let (t, chunk) = self.intake(chunk, url, started, &mut first_byte, &mut received)?;
                 assembler.feed(&chunk, t)?;
             }

@@ -63,18 +63,14 @@ impl Workload {
     /// the same seed and batch.
     pub fn arrivals(&self, index: usize, n: usize) -> Vec<f64> {
         let Some(rate) = self.rate.filter(|r| *r > 0.0 && r.is_finite()) else { return vec![0.0; n] };
-        let mut state = self.seed.unwrap_or(1) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // One stream per batch: the bench's own seeded generator, keyed by the seed and the batch index.
+        let mut rng = stats::Rng::new(self.seed.unwrap_or(1) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut t = 0.0;
         (0..n)
             .map(|i| {
                 if i > 0 {
-                    // splitmix64 → uniform in (0, 1] → exponential gap with mean 1 / rate.
-                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    let u = (((z ^ (z >> 31)) >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-                    t += -u.ln() / rate;
+                    // Exponential gap with mean 1 / rate, from a uniform in (0, 1].
+                    t += -(1.0 - rng.uniform()).ln() / rate;
                 }
                 t
             })

@@ -156,12 +156,17 @@ impl Store {
             Err(_) => {
                 let _lock = store.lock()?;
                 if !format.exists() {
-                    write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes())
-                        .map_err(|e| io(&format, e))?;
+                    store.write_format()?;
                 }
             }
         }
         Ok(store)
+    }
+
+    /// Marks the store as written in this gauntlet's format (call under the lock).
+    fn write_format(&self) -> Result<(), StoreError> {
+        let format = self.root.join("format.json");
+        write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes()).map_err(|e| io(&format, e))
     }
 
     pub fn root(&self) -> &Path {
@@ -350,9 +355,7 @@ impl Store {
         let _lock = self.lock()?;
         if head.kind.is_some() {
             // Entries with a kind are format 2: an older gauntlet must refuse the store rather than misread it.
-            let format = self.root.join("format.json");
-            write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes())
-                .map_err(|e| io(&format, e))?;
+            self.write_format()?;
         }
         let record_path = self.record_path(&digest)?;
         if !record_path.exists() {
