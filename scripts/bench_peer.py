@@ -61,7 +61,8 @@ def judge(per_request, log):
             continue
         peak = max(peak, s["in_flight_at_read"])
         writes = s["writes"]
-        server_ttft = (writes[0][1] - s["read_ns"]) / 1e9
+        # From the request's arrival (the kernel's receive stamp; its read where there is none) to the first token.
+        server_ttft = (writes[0][1] - (s.get("arrived_ns") or s["read_ns"])) / 1e9
         (cold if s["nth_on_connection"] == 0 else warm).append(abs(ttft - server_ttft) * 1e3)
         tokens = sum(w[3] for w in writes)
         if gap is not None and tokens > 1 and len(writes) > 1:

@@ -7,7 +7,8 @@
 //!                           keys `__token_delay_ms` and `__load_delay_ms` set the delays below, so a test can slow
 //!                           the server down without changing its command line (which is part of the identity)
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
-//!                           http500 | wrong-content-type | oversized
+//!                           http500 | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
+//!                           answer whose chunked framing breaks after its first event)
 //!   --fault-on TEXT         apply the request fault only when the last user message contains TEXT
 //!   --crash-after N         with --fault crash-after: exit after N answered chat requests (warm-up included)
 //!   --load-delay-ms N       wait before listening (a slow load)
@@ -202,6 +203,19 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
         }
         Some("wrong-content-type") if !stream_mode => {
             return respond(&mut stream, 200, "text/html", b"<html>hi</html>");
+        }
+        Some("oversized") if stream_mode => {
+            write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")?;
+            let content = "x".repeat(12 << 20);
+            let event = json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+            stream.write_all(format!("data: {event}\n\ndata: [DONE]\n\n").as_bytes())?;
+            return stream.flush();
+        }
+        Some("bad-chunking") if stream_mode => {
+            let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+            let event = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#.to_owned() + "\n\n";
+            write!(stream, "{head}{:x}\r\n{event}\r\nzz\r\nnot a chunk\r\n", event.len())?;
+            return stream.flush();
         }
         Some("oversized") => {
             let mut huge = String::from("{\"choices\":[{\"message\":{\"content\":\"");

@@ -4,8 +4,10 @@
 //! pacing server (`gauntlet-pacer`: tokens on a seeded schedule, every write timed on CLOCK_MONOTONIC), runs the
 //! real `gauntlet bench` binary against it, and matches every streamed event of `bench.json` to the server's record
 //! of that write (request id and token index are in the token text). Reported per concurrency:
-//! - TTFT error: |client TTFT − server TTFT| where the server's TTFT is first-token write (after) − request read,
-//!   split into requests on a connection's first request (cold) and on an open connection (warm);
+//! - TTFT error: |client TTFT − server TTFT| where the server's TTFT is first-token write (after) − the request's
+//!   arrival (the kernel's receive stamp on the pacer's socket), split into requests on a connection's first
+//!   request (cold) and on an open connection (warm); the JSON also has the warm error against the server's TTFT
+//!   counted from its read of the request (`ttft_error_warm_from_read`: that adds the pacer's own delay in reading);
 //! - inter-token error: |client gap − server gap| between consecutive events of a request;
 //! - the streams the server saw in flight at once (the smallest per-batch peak: every batch must reach c);
 //! - gauntlet's CPU time (user + system, whole process) per 1,000 streamed tokens.
@@ -80,6 +82,7 @@ fn measure(c: usize, scratch: &Path) -> Value {
         "requests": REPETITIONS * c,
         "ttft_error_warm": summary(found.warm),
         "ttft_error_cold": summary(found.cold),
+        "ttft_error_warm_from_read": summary(found.warm_from_read),
         "inter_token_error": summary(found.gaps),
         "server_in_flight_min_of_batch_peaks": found.min_peak,
         "unmatched": found.unmatched,

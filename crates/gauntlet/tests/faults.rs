@@ -475,6 +475,47 @@ fn bench_open_loop_sends_each_request_on_its_seeded_poisson_arrival() {
 }
 
 /// `gauntlet bench` at concurrency 1 on the fixture: exit code, stdout, bench.json and the output folder.
+/// `gauntlet bench` (whose streams go through its own kernel-stamped HTTP/1.1 client) turns each broken answer
+/// into a failed request with the reason, never a panic or a hang: the batch whose prompt is faulted fails, the
+/// others are measured, and the bench fails.
+fn bench_fault(name: &str, fault: &str, expect: &str) {
+    // Prompt 0 of the built-in workload is the only one about a lighthouse: batch 0 of 4 is faulted.
+    // Several words each, so that a fault in the middle of a stream has a middle.
+    let f =
+        Fixture::new(name).answers(vec![("", answer("word"))]).fault(&["--fault", fault, "--fault-on", "lighthouse"]);
+    let (code, stdout, record, _) = bench_fixture(&f, "bench", &[]);
+    assert_eq!(code, Some(1), "{fault}: {stdout}");
+    let batches = record["levels"][0]["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 4, "{stdout}");
+    let error = batches[0]["requests"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains(expect), "{fault}: {error}");
+    for b in &batches[1..] {
+        assert!(b["requests"][0].get("error").is_none(), "{fault}: {}", b["requests"][0]);
+    }
+    assert_eq!(record["levels"][0]["metrics"]["failed"], 1);
+    assert!(record["problems"].as_array().unwrap().iter().any(|p| p == "concurrency 1: 1 request(s) failed"));
+}
+
+#[test]
+fn bench_times_out_a_server_that_hangs() {
+    bench_fault("bench-hang-first", "hang-first-byte", "waiting for the first byte");
+    bench_fault("bench-hang-mid", "hang-mid-stream", "while reading the answer");
+}
+
+#[test]
+fn bench_reports_broken_streams() {
+    bench_fault("bench-no-done", "no-done", "stream ended without `data: [DONE]`");
+    bench_fault("bench-malformed", "malformed", "is not JSON");
+    bench_fault("bench-bad-chunking", "bad-chunking", "bad chunk size line `zz`");
+    bench_fault("bench-oversized", "oversized", "response larger than 8388608 bytes");
+}
+
+#[test]
+fn bench_reports_refusals() {
+    bench_fault("bench-http500", "http500", "HTTP 500");
+    bench_fault("bench-wrong-ct", "wrong-content-type", "wrong content type `text/plain`");
+}
+
 fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
     let manifest = f.write();
     let out = f.path().join(out);

@@ -73,6 +73,14 @@ impl Client {
         self
     }
 
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
     pub fn with_max_response_bytes(mut self, limit: usize) -> Client {
         self.max_response_bytes = limit;
         self
@@ -318,7 +326,7 @@ impl Client {
 
 /// Whether `chunk` (after `previous`) holds the stream's `data: [DONE]`, even split across the two; cheap enough to
 /// run on every chunk while timestamps matter. The parser decides for real afterwards.
-fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
+pub(super) fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
     const DONE: &[u8] = b"[DONE]";
     if chunk.windows(DONE.len()).any(|w| w == DONE) {
         return true;

@@ -2,6 +2,7 @@
 
 mod http;
 mod parse;
+pub mod wire;
 
 pub use http::{Client, ClientError, DEFAULT_MAX_RESPONSE_BYTES};
 pub use parse::{StreamAssembler, parse_completion};

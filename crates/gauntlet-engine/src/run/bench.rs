@@ -13,12 +13,14 @@ use super::{GateError, Reporter, RunEvent};
 use crate::bench::metrics::{self, Event, RunMetrics, Slos, Timeline};
 use crate::bench::stats::{self, Better, Call, Comparison, Rules};
 use crate::client::Client;
+use crate::client::wire::{self, Conn, Endpoint};
 use crate::identity::Identity;
 use crate::manifest::{Profile, Target};
 use crate::server::ServerProcess;
 
-/// 2: batches record `released_monotonic_ns`; version 1 records are still read.
-pub const BENCH_VERSION: u32 = 2;
+/// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
+/// to open their own connection. Versions 1 and 2 are still read.
+pub const BENCH_VERSION: u32 = 3;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -132,6 +134,10 @@ pub struct RequestRecord {
     pub completion_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// No open connection was ready for it, so it opened its own just before it was sent: the connect is not in
+    /// its times, but the server saw it on a new connection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connected: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +150,10 @@ pub struct Batch {
     pub released_monotonic_ns: Option<u64>,
     /// The most requests the client had open at once.
     pub in_flight_max: usize,
+    /// Where the times of arriving bytes come from: `kernel` (the kernel's receive stamp of every read), `client`
+    /// (when the client's read returned: HTTPS, or no stamps), or `mixed` (absent in records before version 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_clock: Option<String>,
     pub requests: Vec<RequestRecord>,
 }
 
@@ -370,6 +380,9 @@ pub(crate) async fn measure(
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first();
+    // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
+    let endpoint = Endpoint::resolve(client.base_url(), client.api_key()).await;
+    let mut pool: Vec<Conn> = Vec::new();
     let mut levels = Vec::new();
     for &c in &workload.concurrency {
         reporter.event(&RunEvent::Note(format!(
@@ -381,9 +394,20 @@ pub(crate) async fn measure(
             // Open the connections before every release, so that no measured TTFT includes a connect (a server
             // may close a connection after each streamed answer). A connection returns to the pool just after
             // its response was read: let the last ones settle.
-            client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            let batch = run_batch(client, profile, workload, c, i).await;
+            let ways = match &endpoint {
+                Some(ep) => {
+                    let deadline = Instant::now() + profile.request_timeout;
+                    wire::fill_pool(ep, &mut pool, c, &profile.request_model, deadline).await;
+                    Ways::Wire(ep, std::mem::take(&mut pool))
+                }
+                None => {
+                    client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    Ways::Reqwest(client)
+                }
+            };
+            let (batch, kept) = run_batch(ways, profile, workload, c, i).await;
+            pool = kept;
             if i >= workload.warmups {
                 batches.push(batch);
             }
@@ -520,9 +544,15 @@ pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) ->
     }
 }
 
-/// One closed-loop batch: `c` requests released together, each its own task (on a multi-threaded runtime they are
-/// timestamped in parallel); the batch ends when the last ends.
-async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, index: usize) -> Batch {
+/// How a batch's requests go out: on the pool of the lean, kernel-stamped client, or through reqwest.
+enum Ways<'a> {
+    Wire(&'a Endpoint, Vec<Conn>),
+    Reqwest(&'a Client),
+}
+
+/// One batch: `c` requests released together (closed loop) or on their seeded arrivals (open loop), each its own
+/// task; the batch ends when the last ends. Gives back the connections that can carry another request.
+async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, index: usize) -> (Batch, Vec<Conn>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let bodies: Vec<Value> = (0..c)
@@ -539,55 +569,93 @@ async fn run_batch(client: &Client, profile: &Profile, w: &Workload, c: usize, i
         .collect();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
+    let (mut pool, endpoint, client) = match ways {
+        Ways::Wire(ep, pool) => (pool, Some(ep.clone()), None),
+        Ways::Reqwest(client) => (Vec::new(), None, Some(client.clone())),
+    };
     let released = Instant::now();
-    let released_monotonic_ns = crate::util::monotonic_ns();
+    let released_ns = crate::util::monotonic_ns().unwrap_or(0);
     let deadline = released + profile.request_timeout;
     let arrivals = w.arrivals(index, c);
     let tasks: Vec<_> = bodies
         .into_iter()
         .zip(arrivals)
         .map(|(body, at)| {
-            let (client, in_flight, peak) = (client.clone(), in_flight.clone(), peak.clone());
+            let (in_flight, peak) = (in_flight.clone(), peak.clone());
+            let (endpoint, client, conn) = (endpoint.clone(), client.clone(), pool.pop());
             tokio::spawn(async move {
                 if at > 0.0 {
                     tokio::time::sleep_until((released + std::time::Duration::from_secs_f64(at)).into()).await;
                 }
-                let start = released.elapsed().as_secs_f64();
                 peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-                let result = client.chat(&body, deadline).await;
+                let since_release = |ns: u64| ns.saturating_sub(released_ns) as f64 / 1e9;
+                let (start, result, connected, unstamped, conn) = match (endpoint, client) {
+                    (Some(ep), _) => {
+                        let limit = crate::client::DEFAULT_MAX_RESPONSE_BYTES;
+                        let s = wire::stream_chat(&ep, conn, &body, deadline, limit).await;
+                        (since_release(s.sent_ns), s.answer, s.connected, Some(s.unstamped_reads), s.conn)
+                    }
+                    (None, Some(client)) => {
+                        let start = released.elapsed().as_secs_f64();
+                        (start, client.chat(&body, deadline).await, false, None, None)
+                    }
+                    (None, None) => unreachable!("a batch has a way to send"),
+                };
                 in_flight.fetch_sub(1, Ordering::SeqCst);
-                match result {
+                let record = match result {
                     Ok(a) => RequestRecord {
                         start,
                         events: a.timeline.iter().map(|e| (e.t, e.content.clone(), e.reasoning.clone())).collect(),
                         completion_tokens: a.usage.and_then(|u| u.completion_tokens),
                         error: None,
+                        connected,
                     },
-                    Err(e) => {
-                        RequestRecord { start, events: Vec::new(), completion_tokens: None, error: Some(e.to_string()) }
-                    }
-                }
+                    Err(e) => RequestRecord {
+                        start,
+                        events: Vec::new(),
+                        completion_tokens: None,
+                        error: Some(e.to_string()),
+                        connected,
+                    },
+                };
+                (record, unstamped, conn)
             })
         })
         .collect();
-    let requests = futures_util::future::join_all(tasks)
-        .await
-        .into_iter()
-        .map(|r| {
-            r.unwrap_or_else(|e| RequestRecord {
+    let mut requests = Vec::new();
+    let (mut stamped, mut unstamped) = (0usize, 0usize);
+    for joined in futures_util::future::join_all(tasks).await {
+        match joined {
+            Ok((record, reads, conn)) => {
+                match reads {
+                    Some(0) => stamped += 1,
+                    _ => unstamped += 1,
+                }
+                requests.push(record);
+                pool.extend(conn);
+            }
+            Err(e) => requests.push(RequestRecord {
                 start: 0.0,
                 events: Vec::new(),
                 completion_tokens: None,
                 error: Some(format!("request task failed: {e}")),
-            })
-        })
-        .collect();
-    Batch {
-        seconds: released.elapsed().as_secs_f64(),
-        released_monotonic_ns,
-        in_flight_max: peak.load(Ordering::SeqCst),
-        requests,
+                connected: false,
+            }),
+        }
     }
+    let receive_clock = match (stamped, unstamped) {
+        (_, 0) => "kernel",
+        (0, _) => "client",
+        _ => "mixed",
+    };
+    let batch = Batch {
+        seconds: released.elapsed().as_secs_f64(),
+        released_monotonic_ns: Some(released_ns),
+        in_flight_max: peak.load(Ordering::SeqCst),
+        receive_clock: Some(receive_clock.into()),
+        requests,
+    };
+    (batch, pool)
 }
 
 fn definitions() -> Value {
@@ -600,6 +668,8 @@ fn definitions() -> Value {
         "output_throughput_span": "output tokens / (last response end − first request start) (AIPerf duration)",
         "percentiles": "linear interpolation (numpy type 7); std: population within a run",
         "comparison": "per batch samples; seeded percentile bootstrap of the relative change of means + Mann-Whitney U",
+        "event_time": "when the event's bytes arrived: the kernel's receive stamp of the read that brought them \
+            (batch receive_clock `kernel`), else when that read returned (`client`); request sent: just before its write",
     })
 }
 

@@ -85,6 +85,19 @@ pub fn markdown(r: &BenchRecord) -> String {
         }
     );
     let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
+    let clocks: std::collections::BTreeSet<&str> =
+        r.levels.iter().flat_map(|l| &l.batches).filter_map(|b| b.receive_clock.as_deref()).collect();
+    let arrival = match clocks.iter().copied().collect::<Vec<_>>()[..] {
+        [] => None,
+        ["kernel"] => Some("the kernel's receive stamp of every read: the client's own load is not in them"),
+        ["client"] => {
+            Some("when the client's reads returned (HTTPS, or no kernel stamps): its own load can be in them")
+        }
+        _ => Some("the kernel's receive stamps for some reads, when the client's reads returned for others"),
+    };
+    if let Some(arrival) = arrival {
+        let _ = writeln!(md, "- Arrival times: {arrival}");
+    }
     let _ =
         writeln!(md, "- Baseline: {}\n", r.baseline.as_deref().map_or("none (candidate)".into(), |b| format!("`{b}`")));
     let _ = writeln!(
@@ -139,7 +152,7 @@ mod tests {
         // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
         let mut events = vec![(0.05, String::new(), String::new())];
         events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
-        RequestRecord { start, events, completion_tokens: Some(4), error: None }
+        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false }
     }
 
     fn bench(levels: Vec<Level>) -> BenchRecord {
@@ -157,6 +170,7 @@ mod tests {
             seconds: 0.1 + 3.0 * gap,
             released_monotonic_ns: None,
             in_flight_max: 2,
+            receive_clock: Some("kernel".into()),
             requests: vec![record(0.0, gap), record(0.0, gap)],
         };
         let l = level(2, vec![batch(0.01), batch(0.02)], 4);
@@ -172,7 +186,12 @@ mod tests {
         assert!(lo <= val && val <= hi, "{tput}");
         assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
         assert_eq!(m["error-rate"]["value"], 0.0);
-        let md = markdown(&bench(vec![l]));
+        let md = markdown(&bench(vec![l.clone()]));
         assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
+        assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
+        let mut mixed = l;
+        mixed.batches[1].receive_clock = Some("client".into());
+        let md = markdown(&bench(vec![mixed]));
+        assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
     }
 }

@@ -1,7 +1,8 @@
 //! A pacing server for measuring a benchmark client (ours or a peer's): it streams chat-completion tokens on a known
 //! schedule and records what it really did, so the client's timestamps can be checked against the truth.
 //!
-//! For every request it records CLOCK_MONOTONIC when the request was read, the connection it came on and its
+//! For every request it records CLOCK_MONOTONIC when the request's bytes arrived (the kernel's receive stamp) and
+//! when it was read, the connection it came on and its
 //! ordinal there (0 = the first request of a new connection), the number of streams in flight at that moment, and
 //! for every SSE event the monotonic time just before and just after the write. Every chunk's `id` and every
 //! token's text name the request (`p<id>`) and the token index (`p<id>:<k> `), so a client's records can be matched
@@ -248,15 +249,34 @@ fn schedule(inbox: Receiver<Job>, cfg: &Config, shared: &Shared) {
     }
 }
 
+/// A connection's reading side, each read stamped by the kernel with when its bytes arrived.
+struct StampedReads {
+    stream: TcpStream,
+    /// CLOCK_MONOTONIC when the bytes of the latest read arrived, where the kernel said.
+    arrived: Option<u64>,
+}
+
+impl Read for StampedReads {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let (n, at) = gauntlet_engine::client::wire::recv_stamped(self.stream.as_raw_fd(), buf, 0)?;
+        self.arrived = at.ok();
+        Ok(n)
+    }
+}
+
 /// One keep-alive connection: requests in order until the client closes it.
 fn connection(stream: TcpStream, shared: &Shared, jobs: &Sender<Job>) {
+    use std::os::fd::AsRawFd;
     let conn = shared.next_connection.fetch_add(1, Ordering::SeqCst);
     let Ok(read_half) = stream.try_clone() else { return };
-    let mut reader = BufReader::new(read_half);
+    gauntlet_engine::client::wire::enable_receive_stamps(read_half.as_raw_fd());
+    let mut reader = BufReader::new(StampedReads { stream: read_half, arrived: None });
     let mut out = stream;
     for nth in 0.. {
         let Some((method, path, body)) = read_request(&mut reader) else { return };
         let read_at = now_ns();
+        let arrived = reader.get_ref().arrived;
         let ok = match (method.as_str(), path.as_str()) {
             ("GET", "/health") => respond(&mut out, "application/json", br#"{"status":"ok"}"#),
             ("GET", "/v1/models") => respond(&mut out, "application/json", br#"{"data":[{"id":"pacer"}]}"#),
@@ -266,7 +286,7 @@ fn connection(stream: TcpStream, shared: &Shared, jobs: &Sender<Job>) {
                 let body = json!({"in_flight_peak": peak, "requests": records}).to_string();
                 respond(&mut out, "application/json", body.as_bytes())
             }
-            ("POST", "/v1/chat/completions") => chat(&mut out, shared, jobs, &body, read_at, conn, nth),
+            ("POST", "/v1/chat/completions") => chat(&mut out, shared, jobs, &body, (read_at, arrived), conn, nth),
             _ => respond(&mut out, "text/plain", b"not found"),
         };
         if !ok {
@@ -275,7 +295,7 @@ fn connection(stream: TcpStream, shared: &Shared, jobs: &Sender<Job>) {
     }
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<(String, String, Vec<u8>)> {
+fn read_request(reader: &mut BufReader<StampedReads>) -> Option<(String, String, Vec<u8>)> {
     let mut line = String::new();
     if reader.read_line(&mut line).ok()? == 0 {
         return None;
@@ -325,7 +345,7 @@ fn chat(
     shared: &Shared,
     jobs: &Sender<Job>,
     body: &[u8],
-    read_at: u64,
+    (read_at, arrived): (u64, Option<u64>),
     conn: u64,
     nth: u64,
 ) -> bool {
@@ -348,7 +368,7 @@ fn chat(
     // A client that stops reading must not stall the one writer, and with it every other stream.
     let _ = writer.set_write_timeout(Some(Duration::from_secs(10)));
     let record = json!({"id": id, "connection": conn, "nth_on_connection": nth, "read_ns": read_at,
-        "in_flight_at_read": in_flight});
+        "arrived_ns": arrived, "in_flight_at_read": in_flight});
     let (done, finished) = channel();
     if jobs.send(Job { out: writer, id, read_at, max_tokens, record, done }).is_err() {
         return false;
