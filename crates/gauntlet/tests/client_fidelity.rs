@@ -49,7 +49,13 @@ fn bench_events_match_the_pacers_writes_on_connections_opened_before_the_release
         assert_eq!(batch["receive_clock"], "kernel", "every read stamped by the kernel on arrival");
         assert!(batch["requests"].as_array().unwrap().iter().all(|r| r.get("connected").is_none()));
     }
-    let found = analyse(&bench, &pacer.log());
+    let log = pacer.log();
+    for r in log["requests"].as_array().unwrap() {
+        // The server's side of a TTFT starts at the kernel's arrival stamp of the request, never after its read.
+        let (arrived, read) = (r["arrived_ns"].as_u64(), r["read_ns"].as_u64().unwrap());
+        assert!(arrived.is_some_and(|a| a <= read), "{r}");
+    }
+    let found = analyse(&bench, &log);
     assert_eq!(found.unmatched, 0, "every event is one the server wrote");
     assert!(found.cold.is_empty(), "{} measured request(s) opened their connection", found.cold.len());
     assert_eq!(found.warm.len(), 16);
