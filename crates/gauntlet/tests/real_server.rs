@@ -519,6 +519,11 @@ fn bench_measures_concurrency_one_and_two_on_the_real_server() {
         assert!(ttft > 0.0 && ttft < m["e2el"]["p50"].as_f64().unwrap(), "{m}");
         assert!(tpot > 0.0 && tpot < 1.0, "{m}");
         assert!(level["batches"].as_array().unwrap().iter().all(|b| b["in_flight_max"] == c), "{level}");
+        for b in level["batches"].as_array().unwrap() {
+            // Every arrival stamped by the kernel, and every measured request on a connection opened before it.
+            assert_eq!(b["receive_clock"], "kernel", "{b}");
+            assert!(b["requests"].as_array().unwrap().iter().all(|r| r.get("connected").is_none()), "{b}");
+        }
         assert_eq!(level["samples"]["output_throughput_wall"].as_array().unwrap().len(), 2);
     }
     assert!(first["problems"].as_array().is_none_or(|p| p.is_empty()), "{}", first["problems"]);

@@ -436,6 +436,7 @@ impl Body {
 /// Makes `pool` hold `n` open connections, warming each new one with a one-token request that is not streamed,
 /// so that the measured request after it is not the connection's first (a server may do work on a connection's
 /// first request). A connection the server closes after answering is replaced by a fresh one that stays unwarmed.
+/// Connections that carried an earlier batch's answers are kept when they are still open.
 /// Connections that cannot be opened are left out: the measured requests connect themselves and say so.
 pub async fn fill_pool(ep: &Endpoint, pool: &mut Vec<Conn>, n: usize, model: &str, deadline: Instant) {
     pool.retain(|c| !c.gone());
@@ -476,7 +477,16 @@ pub async fn fill_pool(ep: &Endpoint, pool: &mut Vec<Conn>, n: usize, model: &st
         }
     });
     pool.extend(futures_util::future::join_all(opened).await.into_iter().flatten());
+    // A server may close a connection a moment after its answer, keep-alive or not (llama.cpp's does after a
+    // streamed one): let those closes land, and replace what they took with connections that are only opened.
+    tokio::time::sleep(SETTLE).await;
+    pool.retain(|c| !c.gone());
+    let reopened = (pool.len()..n).map(|_| ep.connect(deadline));
+    pool.extend(futures_util::future::join_all(reopened).await.into_iter().flatten());
 }
+
+/// How long a pool is left to settle before a batch is released.
+const SETTLE: Duration = Duration::from_millis(20);
 
 /// The most body a warm-up answer may have before its connection is given up.
 const WARM_LIMIT: usize = 1 << 20;
