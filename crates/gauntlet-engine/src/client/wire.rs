@@ -123,6 +123,7 @@ impl Conn {
 }
 
 /// Asks the kernel to stamp every read of socket `fd` with the arrival time of its bytes; false where it cannot.
+#[cfg(target_os = "linux")]
 pub fn enable_receive_stamps(fd: RawFd) -> bool {
     let one: libc::c_int = 1;
     // SAFETY: setsockopt with an int option we own, on a socket the caller holds open.
@@ -135,6 +136,32 @@ pub fn enable_receive_stamps(fd: RawFd) -> bool {
             size_of::<libc::c_int>() as libc::socklen_t,
         ) == 0
     }
+}
+
+/// Elsewhere reads are timed when they return.
+#[cfg(not(target_os = "linux"))]
+pub fn enable_receive_stamps(_fd: RawFd) -> bool {
+    false
+}
+
+/// The kernel's receive stamp (CLOCK_REALTIME ns) if `c` is one.
+///
+/// # Safety
+/// `c` points to a control message inside a buffer the kernel filled.
+#[cfg(target_os = "linux")]
+unsafe fn receive_stamp(c: *const libc::cmsghdr) -> Option<u64> {
+    // SAFETY: the caller's promise; the data of an SCM_TIMESTAMPNS message is a timespec.
+    unsafe {
+        ((*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS).then(|| {
+            let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        })
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+unsafe fn receive_stamp(_c: *const libc::cmsghdr) -> Option<u64> {
+    None
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -166,10 +193,7 @@ pub fn recv_stamped(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> std::io::R
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
-            }
+            stamp = receive_stamp(c).or(stamp);
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
