@@ -164,11 +164,9 @@ unsafe fn receive_stamp(_c: *const libc::cmsghdr) -> Option<u64> {
     None
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes into the timespec we own.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+/// CLOCK_MONOTONIC now (ns); it cannot fail on Linux.
+fn now_ns() -> u64 {
+    crate::util::monotonic_ns().unwrap_or(0)
 }
 
 /// One `recvmsg` on socket `fd` with `flags` (`MSG_DONTWAIT` for a non-blocking one): the bytes read, and on
@@ -197,10 +195,10 @@ pub fn recv_stamped(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> std::io::R
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    let (mono, real) = (clock_ns(libc::CLOCK_MONOTONIC), clock_ns(libc::CLOCK_REALTIME));
+    let (mono, real) = (now_ns(), crate::util::clock_ns(libc::CLOCK_REALTIME));
     // The stamp is on the real-time clock; now, read on both clocks, puts it on the monotonic one.
-    let at = match stamp {
-        Some(rx) if rx <= real && real - rx < mono => Ok(mono - (real - rx)),
+    let at = match (stamp, real) {
+        (Some(rx), Some(real)) if rx <= real && real - rx < mono => Ok(mono - (real - rx)),
         _ => Err(mono),
     };
     Ok((n as usize, at))
@@ -487,9 +485,7 @@ pub async fn fill_pool(ep: &Endpoint, pool: &mut Vec<Conn>, n: usize, model: &st
                 if read > WARM_LIMIT {
                     return None;
                 }
-                if !r.fill().await.ok()? {
-                    r.eof = true;
-                }
+                r.fill().await.ok()?;
                 read += b.decode(&mut r).ok()?.len();
             }
             (head.status == 200 && !head.close && !r.eof && r.buf.is_empty()).then_some(())
@@ -542,13 +538,7 @@ pub async fn stream_chat(
         Ok(b) => ep.request(&b),
         Err(e) => {
             let answer = Err(ClientError::Transport(format!("cannot encode request: {e}")));
-            return Stamped {
-                sent_ns: clock_ns(libc::CLOCK_MONOTONIC),
-                answer,
-                unstamped_reads: 0,
-                connected: false,
-                conn: None,
-            };
+            return Stamped { sent_ns: now_ns(), answer, unstamped_reads: 0, connected: false, conn: None };
         }
     };
     let mut conn = conn.filter(|c| !c.gone());
@@ -561,7 +551,7 @@ pub async fn stream_chat(
                 match ep.connect(deadline).await {
                     Ok(c) => c,
                     Err(e) => {
-                        let sent_ns = clock_ns(libc::CLOCK_MONOTONIC);
+                        let sent_ns = now_ns();
                         return Stamped { sent_ns, answer: Err(e), unstamped_reads: 0, connected, conn: None };
                     }
                 }
@@ -569,7 +559,7 @@ pub async fn stream_chat(
         };
         let reused = c.used;
         let headed = AtomicBool::new(false);
-        let sent_ns = clock_ns(libc::CLOCK_MONOTONIC);
+        let sent_ns = now_ns();
         let started = Instant::now();
         let url = ep.url();
         let work = exchange(&c, &url, &request, sent_ns, max_bytes, &headed);
@@ -639,10 +629,6 @@ async fn exchange(c: &Conn, url: &str, request: &[u8], sent_ns: u64, max_bytes: 
             while let Ok(mut piece) = body.decode(&mut r) {
                 preview.append(&mut piece);
                 if body.done || preview.len() > 2048 || !matches!(r.fill().await, Ok(true)) {
-                    r.eof = true;
-                    if let Ok(mut piece) = body.decode(&mut r) {
-                        preview.append(&mut piece);
-                    }
                     break;
                 }
             }

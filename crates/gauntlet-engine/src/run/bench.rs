@@ -151,7 +151,8 @@ pub struct Batch {
     /// The most requests the client had open at once.
     pub in_flight_max: usize,
     /// Where the times of arriving bytes come from: `kernel` (the kernel's receive stamp of every read), `client`
-    /// (when the client's read returned: HTTPS, or no stamps), or `mixed` (absent in records before version 3).
+    /// (when the client's read returned: HTTPS, or no stamps), or `mixed`; absent in records before version 3 and
+    /// when no request of the batch got as far as reading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive_clock: Option<String>,
     pub requests: Vec<RequestRecord>,
@@ -550,9 +551,15 @@ enum Ways<'a> {
     Reqwest(&'a Client),
 }
 
+/// How one request goes out.
+enum Route {
+    Wire(Endpoint, Option<Conn>),
+    Reqwest(Client),
+}
+
 /// One batch: `c` requests released together (closed loop) or on their seeded arrivals (open loop), each its own
 /// task; the batch ends when the last ends. Gives back the connections that can carry another request.
-async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, index: usize) -> (Batch, Vec<Conn>) {
+async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, index: usize) -> (Batch, Vec<Conn>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let bodies: Vec<Value> = (0..c)
@@ -569,12 +576,8 @@ async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, in
         .collect();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
-    let (mut pool, endpoint, client) = match ways {
-        Ways::Wire(ep, pool) => (pool, Some(ep.clone()), None),
-        Ways::Reqwest(client) => (Vec::new(), None, Some(client.clone())),
-    };
     let released = Instant::now();
-    let released_ns = crate::util::monotonic_ns().unwrap_or(0);
+    let released_ns = crate::util::monotonic_ns();
     let deadline = released + profile.request_timeout;
     let arrivals = w.arrivals(index, c);
     let tasks: Vec<_> = bodies
@@ -582,24 +585,26 @@ async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, in
         .zip(arrivals)
         .map(|(body, at)| {
             let (in_flight, peak) = (in_flight.clone(), peak.clone());
-            let (endpoint, client, conn) = (endpoint.clone(), client.clone(), pool.pop());
+            let route = match &mut ways {
+                Ways::Wire(ep, pool) => Route::Wire((*ep).clone(), pool.pop()),
+                Ways::Reqwest(client) => Route::Reqwest((*client).clone()),
+            };
             tokio::spawn(async move {
                 if at > 0.0 {
                     tokio::time::sleep_until((released + std::time::Duration::from_secs_f64(at)).into()).await;
                 }
                 peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-                let since_release = |ns: u64| ns.saturating_sub(released_ns) as f64 / 1e9;
-                let (start, result, connected, unstamped, conn) = match (endpoint, client) {
-                    (Some(ep), _) => {
+                let (start, result, connected, unstamped, conn) = match route {
+                    Route::Wire(ep, conn) => {
                         let limit = crate::client::DEFAULT_MAX_RESPONSE_BYTES;
                         let s = wire::stream_chat(&ep, conn, &body, deadline, limit).await;
-                        (since_release(s.sent_ns), s.answer, s.connected, Some(s.unstamped_reads), s.conn)
+                        let start = s.sent_ns.saturating_sub(released_ns.unwrap_or(0)) as f64 / 1e9;
+                        (start, s.answer, s.connected, Some(s.unstamped_reads), s.conn)
                     }
-                    (None, Some(client)) => {
+                    Route::Reqwest(client) => {
                         let start = released.elapsed().as_secs_f64();
                         (start, client.chat(&body, deadline).await, false, None, None)
                     }
-                    (None, None) => unreachable!("a batch has a way to send"),
                 };
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 let record = match result {
@@ -622,6 +627,10 @@ async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, in
             })
         })
         .collect();
+    let mut pool = match ways {
+        Ways::Wire(_, pool) => pool,
+        Ways::Reqwest(_) => Vec::new(),
+    };
     let mut requests = Vec::new();
     let (mut stamped, mut unstamped) = (0usize, 0usize);
     for joined in futures_util::future::join_all(tasks).await {
@@ -643,16 +652,18 @@ async fn run_batch(ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, in
             }),
         }
     }
+    // Reqwest's reads count as unstamped; a request whose task failed has no reads to count.
     let receive_clock = match (stamped, unstamped) {
-        (_, 0) => "kernel",
-        (0, _) => "client",
-        _ => "mixed",
+        (0, 0) => None,
+        (_, 0) => Some("kernel"),
+        (0, _) => Some("client"),
+        _ => Some("mixed"),
     };
     let batch = Batch {
         seconds: released.elapsed().as_secs_f64(),
-        released_monotonic_ns: Some(released_ns),
+        released_monotonic_ns: released_ns,
         in_flight_max: peak.load(Ordering::SeqCst),
-        receive_clock: Some(receive_clock.into()),
+        receive_clock: receive_clock.map(Into::into),
         requests,
     };
     (batch, pool)

@@ -157,9 +157,14 @@ pub fn run_bounded_merged(program: &str, args: &[&str]) -> Result<(Option<i32>, 
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` reads on Linux, comparable across processes of one host.
 pub fn monotonic_ns() -> Option<u64> {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock` in nanoseconds.
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime only writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 

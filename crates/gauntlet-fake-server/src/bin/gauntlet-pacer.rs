@@ -2,9 +2,9 @@
 //! schedule and records what it really did, so the client's timestamps can be checked against the truth.
 //!
 //! For every request it records CLOCK_MONOTONIC when the request's bytes arrived (the kernel's receive stamp) and
-//! when it was read, the connection it came on and its
-//! ordinal there (0 = the first request of a new connection), the number of streams in flight at that moment, and
-//! for every SSE event the monotonic time just before and just after the write. Every chunk's `id` and every
+//! when it was read, the connection it came on and its ordinal there (0 = the first request of a new connection),
+//! the number of streams in flight at that moment, and for every SSE event the monotonic time just before and just
+//! after the write. Every chunk's `id` and every
 //! token's text name the request (`p<id>`) and the token index (`p<id>:<k> `), so a client's records can be matched
 //! to these. `GET /pacer/log` returns the records since the last call (and empties them) with the in-flight peak.
 //! It is a measuring instrument for benchmarks, never a substitute for a real inference server.
@@ -57,11 +57,9 @@ fn die(msg: &str) -> ! {
     std::process::exit(2)
 }
 
+/// CLOCK_MONOTONIC now (ns), the clock the client under test also records.
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    gauntlet_engine::util::monotonic_ns().unwrap_or(0)
 }
 
 /// splitmix64: a small seeded generator for the jitter.
