@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use super::http::says_done;
-use super::{ClientError, StreamAssembler};
+use super::error::ClientError;
+use super::parse::{StreamAssembler, says_done};
 
 /// Longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
