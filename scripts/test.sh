@@ -28,5 +28,5 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build every binary first: the fault tests start the fake server from the target directory.
 cargo build --workspace --locked
-cargo nextest run --workspace --locked --no-fail-fast -E 'not binary(real_server)'
-cargo nextest run --workspace --locked --no-fail-fast -E 'binary(real_server)' --test-threads 1
+cargo nextest run --workspace --locked --no-fail-fast -E 'not test(/^real_server::/)'
+cargo nextest run --workspace --locked --no-fail-fast -E 'test(/^real_server::/)' --test-threads 1
