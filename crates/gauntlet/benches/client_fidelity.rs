@@ -27,7 +27,7 @@ const TTFT_MS: &str = "50";
 const GAP_MS: &str = "10";
 const JITTER_MS: &str = "2";
 
-#[path = "../tests/common/fidelity.rs"]
+#[path = "../tests/it/common/fidelity.rs"]
 mod fidelity;
 
 use fidelity::{Pacer, target_dir};

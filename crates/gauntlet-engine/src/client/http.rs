@@ -8,34 +8,11 @@ use futures_util::StreamExt;
 use gauntlet_schema::Answer;
 use serde_json::Value;
 
-use super::parse::{StreamAssembler, parse_completion};
+use super::error::ClientError;
+use super::parse::{StreamAssembler, parse_completion, says_done};
 
 /// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
-
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ClientError {
-    #[error("timed out after {seconds:.1}s{}", if *.during_body { " while reading the answer" } else { " waiting for the first byte" })]
-    Timeout { seconds: f64, during_body: bool },
-    #[error("cannot connect to {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("HTTP {status} from {url}: {body}")]
-    Status { url: String, status: u16, body: String },
-    #[error("wrong content type `{got}` (expected {expected})")]
-    ContentType { got: String, expected: &'static str },
-    #[error("malformed answer: {0}")]
-    Malformed(String),
-    #[error("stream ended without `data: [DONE]`")]
-    MissingDone,
-    #[error("response larger than {limit} bytes")]
-    TooLarge { limit: usize },
-    #[error("transport error: {0}")]
-    Transport(String),
-    /// The request went out on a pooled connection the server had already closed, so the server never saw it
-    /// (servers that close after each streamed answer make this race likely). [`Client::chat`] sends it again once.
-    #[error("the server had closed the connection before the request: {0}")]
-    ClosedBeforeRequest(String),
-}
 
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -324,20 +301,6 @@ impl Client {
     }
 }
 
-/// Whether `chunk` (after `previous`) holds the stream's `data: [DONE]`, even split across the two; cheap enough to
-/// run on every chunk while timestamps matter. The parser decides for real afterwards.
-pub(super) fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
-    const DONE: &[u8] = b"[DONE]";
-    if chunk.windows(DONE.len()).any(|w| w == DONE) {
-        return true;
-    }
-    let Some(previous) = previous.map(AsRef::as_ref) else { return false };
-    let tail = &previous[previous.len().saturating_sub(DONE.len() - 1)..];
-    let head = &chunk[..chunk.len().min(DONE.len() - 1)];
-    let joined: Vec<u8> = tail.iter().chain(head).copied().collect();
-    joined.windows(DONE.len()).any(|w| w == DONE)
-}
-
 fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> ClientError {
     if e.is_timeout() {
         ClientError::Timeout { seconds, during_body }
@@ -353,20 +316,5 @@ fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> C
             src = s.source();
         }
         ClientError::Transport(msg)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::says_done;
-
-    #[test]
-    fn done_is_seen_whole_or_split_across_two_chunks() {
-        let none: Option<&Vec<u8>> = None;
-        assert!(says_done(none, b"data: {}\n\ndata: [DONE]\n\n"));
-        assert!(!says_done(none, b"data: {\"choices\":[]}\n\n"));
-        assert!(says_done(Some(&b"data: {}\n\ndata: [DO".to_vec()), b"NE]\n\n"));
-        assert!(says_done(Some(&b"data: [".to_vec()), b"DONE]"));
-        assert!(!says_done(Some(&b"data: [DO".to_vec()), b"G]\n\n"));
     }
 }

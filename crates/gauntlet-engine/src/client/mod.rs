@@ -1,8 +1,10 @@
 //! OpenAI-compatible client: requests out, timestamped answers in. Never writes to the terminal.
 
+mod error;
 mod http;
 mod parse;
 pub mod wire;
 
-pub use http::{Client, ClientError, DEFAULT_MAX_RESPONSE_BYTES};
+pub use error::ClientError;
+pub use http::{Client, DEFAULT_MAX_RESPONSE_BYTES};
 pub use parse::{StreamAssembler, parse_completion};

@@ -4,7 +4,7 @@
 use gauntlet_schema::{Answer, StreamEvent, ToolCall, Usage};
 use serde_json::Value;
 
-use super::http::ClientError;
+use super::error::ClientError;
 
 /// A non-streamed chat completion.
 pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
@@ -196,6 +196,20 @@ impl StreamAssembler {
     }
 }
 
+/// Whether `chunk` (after `previous`) holds the stream's `data: [DONE]`, even split across the two; cheap enough to
+/// run on every chunk while timestamps matter. The parser decides for real afterwards.
+pub(super) fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
+    const DONE: &[u8] = b"[DONE]";
+    if chunk.windows(DONE.len()).any(|w| w == DONE) {
+        return true;
+    }
+    let Some(previous) = previous.map(AsRef::as_ref) else { return false };
+    let tail = &previous[previous.len().saturating_sub(DONE.len() - 1)..];
+    let head = &chunk[..chunk.len().min(DONE.len() - 1)];
+    let joined: Vec<u8> = tail.iter().chain(head).copied().collect();
+    joined.windows(DONE.len()).any(|w| w == DONE)
+}
+
 fn preview(s: &str) -> String {
     let cut = (0..=s.len().min(120)).rev().find(|i| s.is_char_boundary(*i)).unwrap_or(0);
     if cut < s.len() { format!("{}…", &s[..cut]) } else { s.to_owned() }
@@ -297,5 +311,15 @@ mod tests {
     fn done_without_trailing_newline_is_accepted() {
         let a = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]"]).unwrap();
         assert_eq!(a.content, "x");
+    }
+
+    #[test]
+    fn done_is_seen_whole_or_split_across_two_chunks() {
+        let none: Option<&Vec<u8>> = None;
+        assert!(says_done(none, b"data: {}\n\ndata: [DONE]\n\n"));
+        assert!(!says_done(none, b"data: {\"choices\":[]}\n\n"));
+        assert!(says_done(Some(&b"data: {}\n\ndata: [DO".to_vec()), b"NE]\n\n"));
+        assert!(says_done(Some(&b"data: [".to_vec()), b"DONE]"));
+        assert!(!says_done(Some(&b"data: [DO".to_vec()), b"G]\n\n"));
     }
 }

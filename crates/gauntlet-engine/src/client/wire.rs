@@ -8,17 +8,18 @@
 //! has the request's deadline, and each fault is a [`ClientError`].
 
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::Answer;
+use gauntlet_stamp::{enable_receive_stamps, recv_stamped};
 use serde_json::Value;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use super::http::says_done;
-use super::{ClientError, StreamAssembler};
+use super::error::ClientError;
+use super::parse::{StreamAssembler, says_done};
 
 /// Longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -122,86 +123,9 @@ impl Conn {
     }
 }
 
-/// Asks the kernel to stamp every read of socket `fd` with the arrival time of its bytes; false where it cannot.
-#[cfg(target_os = "linux")]
-pub fn enable_receive_stamps(fd: RawFd) -> bool {
-    let one: libc::c_int = 1;
-    // SAFETY: setsockopt with an int option we own, on a socket the caller holds open.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
-/// Elsewhere reads are timed when they return.
-#[cfg(not(target_os = "linux"))]
-pub fn enable_receive_stamps(_fd: RawFd) -> bool {
-    false
-}
-
-/// The kernel's receive stamp (CLOCK_REALTIME ns) if `c` is one.
-///
-/// # Safety
-/// `c` points to a control message inside a buffer the kernel filled.
-#[cfg(target_os = "linux")]
-unsafe fn receive_stamp(c: *const libc::cmsghdr) -> Option<u64> {
-    // SAFETY: the caller's promise; the data of an SCM_TIMESTAMPNS message is a timespec.
-    unsafe {
-        ((*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS).then(|| {
-            let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-        })
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-unsafe fn receive_stamp(_c: *const libc::cmsghdr) -> Option<u64> {
-    None
-}
-
 /// CLOCK_MONOTONIC now (ns); it cannot fail on Linux.
 fn now_ns() -> u64 {
-    crate::util::monotonic_ns().unwrap_or(0)
-}
-
-/// One `recvmsg` on socket `fd` with `flags` (`MSG_DONTWAIT` for a non-blocking one): the bytes read, and on
-/// CLOCK_MONOTONIC when they arrived (the kernel's stamp, see [`enable_receive_stamps`]) or, where the kernel gave
-/// none, `Err` with the time the read returned.
-pub fn recv_stamped(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> std::io::Result<(usize, Result<u64, u64>)> {
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-    let mut control = [0u64; 16];
-    // SAFETY: msghdr is plain data; every pointer in it points into buffers that outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = size_of_val(&control) as _;
-    // SAFETY: as above; the kernel writes at most iov_len bytes and msg_controllen control bytes.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut stamp = None;
-    // SAFETY: the CMSG_* walk stays inside the control buffer the kernel filled and reported in msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            stamp = receive_stamp(c).or(stamp);
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    let (mono, real) = (now_ns(), crate::util::clock_ns(libc::CLOCK_REALTIME));
-    // The stamp is on the real-time clock; now, read on both clocks, puts it on the monotonic one.
-    let at = match (stamp, real) {
-        (Some(rx), Some(real)) if rx <= real && real - rx < mono => Ok(mono - (real - rx)),
-        _ => Err(mono),
-    };
-    Ok((n as usize, at))
+    gauntlet_stamp::monotonic_ns().unwrap_or(0)
 }
 
 /// Bytes in from one connection, each read with its arrival time on CLOCK_MONOTONIC.

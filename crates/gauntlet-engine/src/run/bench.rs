@@ -577,7 +577,7 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let released = Instant::now();
-    let released_ns = crate::util::monotonic_ns();
+    let released_ns = gauntlet_stamp::monotonic_ns();
     let deadline = released + profile.request_timeout;
     let arrivals = w.arrivals(index, c);
     let tasks: Vec<_> = bodies

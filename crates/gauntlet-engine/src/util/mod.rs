@@ -1,4 +1,4 @@
-//! Small shared pieces: atomic file writes, digests, clock readings, machine facts.
+//! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 use std::io::Write;
 use std::path::Path;
@@ -153,19 +153,6 @@ pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, String> {
 /// A helper's exit code with stdout and stderr together (version banners go to either).
 pub fn run_bounded_merged(program: &str, args: &[&str]) -> Result<(Option<i32>, String), String> {
     run_helper(program, args).map(|(code, out, err)| (code, format!("{out}{err}")))
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock `Instant` reads on Linux, comparable across processes of one host.
-pub fn monotonic_ns() -> Option<u64> {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// `clock` in nanoseconds.
-pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime only writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// The runtime for measuring: worker threads (up to 4) so that streams are timestamped in parallel and one stream's

@@ -59,7 +59,7 @@ fn die(msg: &str) -> ! {
 
 /// CLOCK_MONOTONIC now (ns), the clock the client under test also records.
 fn now_ns() -> u64 {
-    gauntlet_engine::util::monotonic_ns().unwrap_or(0)
+    gauntlet_stamp::monotonic_ns().unwrap_or(0)
 }
 
 /// splitmix64: a small seeded generator for the jitter.
@@ -257,7 +257,7 @@ struct StampedReads {
 impl Read for StampedReads {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         use std::os::fd::AsRawFd;
-        let (n, at) = gauntlet_engine::client::wire::recv_stamped(self.stream.as_raw_fd(), buf, 0)?;
+        let (n, at) = gauntlet_stamp::recv_stamped(self.stream.as_raw_fd(), buf, 0)?;
         self.arrived = at.ok();
         Ok(n)
     }
@@ -268,7 +268,7 @@ fn connection(stream: TcpStream, shared: &Shared, jobs: &Sender<Job>) {
     use std::os::fd::AsRawFd;
     let conn = shared.next_connection.fetch_add(1, Ordering::SeqCst);
     let Ok(read_half) = stream.try_clone() else { return };
-    gauntlet_engine::client::wire::enable_receive_stamps(read_half.as_raw_fd());
+    gauntlet_stamp::enable_receive_stamps(read_half.as_raw_fd());
     let mut reader = BufReader::new(StampedReads { stream: read_half, arrived: None });
     let mut out = stream;
     for nth in 0.. {

@@ -3,12 +3,10 @@
 //! Run them one at a time (`scripts/test.sh` does): they measure speed, and a second run's decode is compared
 //! with the first's.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Run, finish, free_port, gauntlet, processes_tagged, render_in_chromium};
+use crate::common::{Run, finish, free_port, gauntlet, processes_tagged, render_in_chromium};
 use serde_json::Value;
 
 fn home() -> PathBuf {
@@ -253,7 +251,7 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
 
     let bin = root.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(common::workspace_bin("gauntlet"), bin.join("gauntlet")).unwrap();
+    std::os::unix::fs::symlink(crate::common::workspace_bin("gauntlet"), bin.join("gauntlet")).unwrap();
     let scratch_home = root.join("gauntlet-home");
     let event_payload = root.join("event.json");
     std::fs::write(&event_payload, r#"{"repository": {"default_branch": "main", "full_name": "acme/engine"}}"#)

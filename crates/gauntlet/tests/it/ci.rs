@@ -1,5 +1,5 @@
 //! The example CI workflows are linted as GitHub would read them (actionlint, which also runs shellcheck over
-//! `run:` steps), and the scripts they call pass shellcheck. Both tools are installed by `scripts/setup.sh`; a
+//! `run:` steps), and the scripts they call pass shellcheck. Both tools are installed by `scripts/setup.sh --test`; a
 //! missing tool fails the test rather than skipping it. The workflow's steps themselves are replayed against the
 //! real server in `real_server.rs`.
 
@@ -10,14 +10,15 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
 }
 
+/// `name` from gauntlet's venv (where `scripts/setup.sh --test` puts it), else from PATH.
 fn tool(name: &str) -> PathBuf {
-    let venv = workspace().join(".venv/bin").join(name);
+    let venv = gauntlet_engine::home_dir().join("venv/bin").join(name);
     if venv.is_file() {
         return venv;
     }
     let found = std::env::var_os("PATH")
         .and_then(|path| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file()));
-    found.unwrap_or_else(|| panic!("`{name}` is not installed: run scripts/setup.sh"))
+    found.unwrap_or_else(|| panic!("`{name}` is not installed: run scripts/setup.sh --test"))
 }
 
 #[test]
@@ -51,6 +52,7 @@ fn ci_and_setup_scripts_pass_shellcheck() {
         "scripts/test.sh",
         "scripts/demo.sh",
         "scripts/gpu-validate.sh",
+        "scripts/measure-tests.sh",
     ];
     let out =
         Command::new(tool("shellcheck")).arg("-S").arg("warning").args(scripts).current_dir(&root).output().unwrap();

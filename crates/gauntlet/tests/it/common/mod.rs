@@ -2,6 +2,8 @@
 //! gauntlet binary with a deadline, and the check that no process of a run survives it.
 #![allow(dead_code)]
 
+pub mod fidelity;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

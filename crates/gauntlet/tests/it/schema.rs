@@ -7,7 +7,7 @@ use gauntlet_engine::manifest::Manifest;
 use serde_json::Value;
 
 fn schema() -> Value {
-    serde_json::from_str(include_str!("../../../schema/manifest.schema.json")).unwrap()
+    serde_json::from_str(include_str!("../../../../schema/manifest.schema.json")).unwrap()
 }
 
 fn as_json(toml_text: &str) -> Value {

@@ -3,14 +3,10 @@
 //! matching is asserted here; the size of the timing errors is the client-fidelity benchmark's business
 //! (`scripts/bench-client.sh`), never a timed test's.
 
-mod common;
-#[path = "common/fidelity.rs"]
-mod fidelity;
-
 use std::time::Duration;
 
-use common::gauntlet;
-use fidelity::{Pacer, analyse};
+use crate::common::fidelity::{Pacer, analyse};
+use crate::common::gauntlet;
 use serde_json::Value;
 
 #[test]

@@ -1,0 +1,10 @@
+//! The engine's integration tests, in one test binary (one link of the engine instead of one per file): each module
+//! is a topic; `fixtures/` holds their inputs and `snapshots/` their insta snapshots (named `it__<module>__<name>`).
+
+mod bench;
+mod lossless;
+mod manifest;
+mod qualify;
+mod report;
+mod sentry;
+mod store;

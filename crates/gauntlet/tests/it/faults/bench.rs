@@ -1,0 +1,171 @@
+//! `gauntlet bench` against the fake server: a regression confirmed by a second measurement, the manifest's
+//! workload and prompts, open-loop arrivals, and the findings of a hung, broken or refusing server.
+
+use super::*;
+
+/// `bench --confirm`: a regression is measured again before it is called, and stands only when the re-run shows it.
+#[test]
+fn bench_confirms_a_regression_with_a_second_measurement() {
+    let paced = |ms: &str| vec![("__token_delay_ms", ms.to_owned()), ("", answer("word"))];
+    let f = Fixture::new("bench-confirm").answers(paced("4"));
+    let (code, stdout, _, first) = bench_fixture(&f, "first", &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    // Three times slower per token, without changing the command line (the identity).
+    let f = f.answers(paced("12"));
+    let baseline = first.join("bench.json");
+    let (code, stdout, record, out) =
+        bench_fixture(&f, "slow", &["--baseline", baseline.to_str().unwrap(), "--confirm"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(record["verdict"], "regression", "{stdout}");
+    assert_eq!(record["confirmation"]["verdict"], "regression", "{stdout}");
+    assert_eq!(record["confirmation"]["stands"], "regression");
+    assert!(out.join("confirm/bench.json").is_file());
+    assert!(stdout.contains("confirm: the re-run shows the regression too"), "{stdout}");
+    // Without a regression there is nothing to confirm and no re-run.
+    let slow = out.join("bench.json");
+    let (code, stdout, record, out) = bench_fixture(&f, "same", &["--baseline", slow.to_str().unwrap(), "--confirm"]);
+    assert_ne!(code, Some(1), "{stdout}");
+    assert!(record.get("confirmation").is_none() && !out.join("confirm").exists(), "{stdout}");
+}
+
+/// `[profiles.P.bench]`: the workload and a JSONL corpus of prompts from the manifest, flags overriding them; a
+/// record of another workload is never compared with; a bad corpus is bad input, with its line.
+#[test]
+fn bench_workload_and_prompt_corpus_come_from_the_manifest() {
+    let f = Fixture::new("bench-corpus").answers(good_answers()).profile(
+        "load_timeout = \"10s\"\nrequest_timeout = \"3s\"\nsuite_budget = \"60s\"\nstop_grace = \"2s\"\n\
+         [profiles.test.bench]\nconcurrency = [2]\nmax_tokens = 8\nwarmups = 0\nsamples = 2\nprompts = \"corpus.jsonl\"",
+    );
+    std::fs::create_dir_all(f.path()).unwrap();
+    let corpus = "{\"prompt\": \"Say alpha.\"}\n\n{\"prompt\": \"Say beta.\"}\n";
+    std::fs::write(f.path().join("corpus.jsonl"), corpus).unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let manifest = f.write();
+        let out = f.path().join(out);
+        let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = gauntlet(&args, &[], Duration::from_secs(120));
+        assert_no_survivors(&f.tag);
+        let record = std::fs::read_to_string(out.join("bench.json")).ok().map(|t| serde_json::from_str(&t).unwrap());
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+            record,
+            out,
+        )
+    };
+    let (code, text, record, out) = run("first", &[]);
+    assert_eq!(code, Some(0), "{text}");
+    let record: serde_json::Value = record.unwrap();
+    let w = &record["workload"];
+    assert_eq!(
+        (w["concurrency"].clone(), w["max_tokens"].as_u64(), w["repetitions"].as_u64()),
+        (serde_json::json!([2]), Some(8), Some(2))
+    );
+    assert_eq!(w["corpus"]["prompts"], 2);
+    assert_eq!(w["corpus"]["sha256"], gauntlet_engine::util::sha256_hex(corpus.as_bytes()));
+    let said: String = record["levels"][0]["batches"][0]["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["events"].as_array().unwrap().iter().map(|e| e[1].as_str().unwrap().to_owned()))
+        .collect();
+    assert!(said.contains("alpha") && said.contains("beta"), "the corpus's prompts were sent: {said}");
+    // A flag overrides its part; a baseline of another workload is not compared with.
+    let baseline = out.join("bench.json");
+    let (code, text, record, _) = run("other", &["--max-tokens", "9", "--baseline", baseline.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{text}");
+    assert_eq!(record.unwrap()["workload"]["max_tokens"], 9);
+    assert!(text.contains("the baseline ran another workload"), "{text}");
+    // A corpus line without a prompt is bad input, named by its line.
+    std::fs::write(f.path().join("corpus.jsonl"), "{\"prompt\": \"Say alpha.\"}\n{\"text\": \"x\"}\n").unwrap();
+    let (code, text, _, _) = run("bad", &[]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("line 2: no non-empty string `prompt`"), "{text}");
+}
+
+/// `bench --rate`: an open loop, each batch's requests sent on a seeded Poisson schedule instead of all at once.
+#[test]
+fn bench_open_loop_sends_each_request_on_its_seeded_poisson_arrival() {
+    let f = Fixture::new("bench-open-loop").answers(vec![("", answer("word"))]);
+    let extra = ["--concurrency", "6", "--rate", "40", "--seed", "9"];
+    let manifest = f.write();
+    let out = f.path().join("open");
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--repetitions", "2"];
+    args.extend_from_slice(&extra);
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    assert_eq!((record["workload"]["rate"].as_f64(), record["workload"]["seed"].as_u64()), (Some(40.0), Some(9)));
+    assert!(record["problems"].as_array().is_none_or(|p| p.is_empty()), "{}", record["problems"]);
+    let workload: gauntlet_engine::run::Workload = serde_json::from_value(record["workload"].clone()).unwrap();
+    for (index, batch) in record["levels"][0]["batches"].as_array().unwrap().iter().enumerate() {
+        let schedule = workload.arrivals(index, 6);
+        assert!(schedule[5] > 0.0);
+        for (request, at) in batch["requests"].as_array().unwrap().iter().zip(schedule) {
+            // A timer never fires early: each request starts at or after its arrival.
+            assert!(request["start"].as_f64().unwrap() >= at - 1e-6, "{request} before {at}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
+    assert!(md.contains("open loop (each batch's requests arrive as a Poisson process at 40 req/s, seed 9)"), "{md}");
+}
+
+/// `gauntlet bench` at concurrency 1 on the fixture: exit code, stdout, bench.json and the output folder.
+/// `gauntlet bench` (whose streams go through its own kernel-stamped HTTP/1.1 client) turns each broken answer
+/// into a failed request with the reason, never a panic or a hang: the batch whose prompt is faulted fails, the
+/// others are measured, and the bench fails.
+fn bench_fault(name: &str, fault: &str, expect: &str) {
+    // Prompt 0 of the built-in workload is the only one about a lighthouse: batch 0 of 4 is faulted.
+    // Several words each, so that a fault in the middle of a stream has a middle.
+    let f =
+        Fixture::new(name).answers(vec![("", answer("word"))]).fault(&["--fault", fault, "--fault-on", "lighthouse"]);
+    let (code, stdout, record, _) = bench_fixture(&f, "bench", &[]);
+    assert_eq!(code, Some(1), "{fault}: {stdout}");
+    let batches = record["levels"][0]["batches"].as_array().unwrap();
+    assert_eq!(batches.len(), 4, "{stdout}");
+    let error = batches[0]["requests"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains(expect), "{fault}: {error}");
+    for b in &batches[1..] {
+        assert!(b["requests"][0].get("error").is_none(), "{fault}: {}", b["requests"][0]);
+    }
+    assert_eq!(record["levels"][0]["metrics"]["failed"], 1);
+    assert!(record["problems"].as_array().unwrap().iter().any(|p| p == "concurrency 1: 1 request(s) failed"));
+}
+
+#[test]
+fn bench_times_out_a_server_that_hangs() {
+    bench_fault("bench-hang-first", "hang-first-byte", "waiting for the first byte");
+    bench_fault("bench-hang-mid", "hang-mid-stream", "while reading the answer");
+}
+
+#[test]
+fn bench_reports_broken_streams() {
+    bench_fault("bench-no-done", "no-done", "stream ended without `data: [DONE]`");
+    bench_fault("bench-malformed", "malformed", "is not JSON");
+    bench_fault("bench-bad-chunking", "bad-chunking", "bad chunk size line `zz`");
+    bench_fault("bench-oversized", "oversized", "response larger than 8388608 bytes");
+}
+
+#[test]
+fn bench_reports_refusals() {
+    bench_fault("bench-http500", "http500", "HTTP 500");
+    bench_fault("bench-wrong-ct", "wrong-content-type", "wrong content type `text/plain`");
+}
+
+fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
+    let manifest = f.write();
+    let out = f.path().join(out);
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "1"];
+    args.extend_from_slice(&["--warmups", "0", "--repetitions", "4", "--out", out.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), record, out)
+}

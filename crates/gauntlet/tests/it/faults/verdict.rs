@@ -1,0 +1,110 @@
+//! Verdict rules: one regression warns and two fail, a pass rate under half fails, text drift names its first
+//! differing character, slower decode or load warns, a suite over its budget fails.
+
+use super::*;
+
+#[test]
+fn one_regression_warns_two_fail() {
+    let f = Fixture::new("regress");
+    let baseline = f.baseline();
+    let mut answers = good_answers();
+    answers[2].1 = answer("nothing");
+    let one = f.answers(answers.clone());
+    let run = one.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    let regressions = run.findings("regression");
+    assert_eq!(regressions.len(), 1);
+    assert_eq!(regressions[0]["case"], "beta");
+    assert_eq!(regressions[0]["severity"], "warn");
+
+    answers[4].1 = answer("nothing");
+    let two = one.answers(answers);
+    let run = two.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail");
+    let regressions = run.findings("regression");
+    assert_eq!(regressions.len(), 2);
+    assert!(regressions.iter().all(|r| r["severity"] == "fail"));
+}
+
+#[test]
+fn under_half_passing_fails() {
+    let wrong =
+        good_answers().into_iter().map(|(k, v)| (k, if k.starts_with("__") { v } else { answer("nothing") })).collect();
+    let f = Fixture::new("pass-rate").answers(wrong);
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    let rate = run.findings("pass-rate");
+    assert_eq!(rate.len(), 1, "{}", run.explain());
+    assert!(rate[0]["message"].as_str().unwrap().starts_with("0 of 4 cases pass"), "{rate:?}");
+}
+
+#[test]
+fn text_drift_warns_with_the_first_differing_character() {
+    let f = Fixture::new("drift");
+    let baseline = f.baseline();
+    let mut answers = good_answers();
+    answers[1].1 = answers[1].1.replacen("and so on", "and so forth", 1);
+    let f = f.answers(answers);
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn");
+    let drift = run.findings("text-drift");
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(drift[0]["case"], "alpha");
+    // "alpha and so " is 13 characters; the 14th differs ("o" of "on" vs "f" of "forth").
+    assert_eq!(drift[0]["message"], "text differs from the baseline at char 13");
+    let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    assert!(report.contains("differs at char 13"), "{report}");
+}
+
+#[test]
+fn decode_twenty_percent_slower_warns() {
+    let with_delay = |ms: &str| {
+        let mut a = good_answers();
+        a.push(("__token_delay_ms", ms.into()));
+        a
+    };
+    let f = Fixture::new("slow-decode").answers(with_delay("10"));
+    let baseline = f.baseline();
+    let f = f.answers(with_delay("13"));
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    assert!(run.has_finding("slow-decode"), "{}", run.explain());
+    assert!(!run.has_finding("text-drift"));
+}
+
+#[test]
+fn load_twice_as_slow_warns() {
+    let with_delay = |ms: &str| {
+        let mut a = good_answers();
+        a.push(("__load_delay_ms", ms.into()));
+        a
+    };
+    let f = Fixture::new("slow-load").answers(with_delay("400"));
+    let baseline = f.baseline();
+    let f = f.answers(with_delay("1200"));
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    assert_eq!(run.verdict(), "warn", "{}", run.explain());
+    let slow = run.findings("slow-load");
+    assert_eq!(slow.len(), 1, "{}", run.explain());
+}
+
+#[test]
+fn suite_over_budget_fails() {
+    let f = Fixture::new("budget").fault(&["--token-delay-ms", "25"]).profile("suite_budget = \"2s\"");
+    let run = f.run(&[]);
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert!(run.has_finding("over-budget"), "{}", run.explain());
+    let skipped = run.record.as_ref().unwrap()["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["skip_reason"] == "suite budget spent")
+        .count();
+    assert!(skipped >= 1, "{}", run.explain());
+    assert_eq!(run.record.as_ref().unwrap()["suite"]["over_budget"], true);
+}
