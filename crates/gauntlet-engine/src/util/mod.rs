@@ -1,5 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, clock readings, machine facts.
 
+pub mod suggest;
+
 use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;
