@@ -105,6 +105,12 @@ fn control_characters_are_refused_in_every_string() {
 }
 
 #[test]
+fn an_environment_name_cannot_carry_another_variable() {
+    let p = problems(&spawn("environment = { \"A=B\" = \"x\" }"));
+    assert!(p.iter().any(|p| p.starts_with("profiles.p.environment.A=B: an environment variable name")), "{p:?}");
+}
+
+#[test]
 fn a_profile_name_cannot_lead_out_of_the_output_folder() {
     let p = problems("version = 1\n[profiles.\"../x\"]\nbase_url = \"http://127.0.0.1:8000\"\n");
     assert!(p.iter().any(|p| p.starts_with("profiles.../x: a profile name")), "{p:?}");

@@ -306,6 +306,18 @@ impl<'a> Reader<'a> {
         Some(out)
     }
 
+    /// A process environment (`NAME = "value"`): every name non-empty and free of `=`, which would otherwise
+    /// smuggle a different variable into the child (`"A=B" = "x"` sets `A` to `B=x`).
+    pub fn environment(&self, p: &mut Problems, key: &str) -> Option<BTreeMap<String, String>> {
+        let map = self.string_map(p, key)?;
+        for name in map.keys() {
+            if name.is_empty() || name.contains('=') {
+                p.error(&join(&self.at(key), name), "an environment variable name is non-empty and has no `=`");
+            }
+        }
+        Some(map)
+    }
+
     pub fn table_of(&self, p: &mut Problems, key: &str) -> Option<&'a Table> {
         match self.get(key)? {
             Value::Table(t) => Some(t),

@@ -320,7 +320,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
         if !health_path.starts_with('/') {
             p.error(&r.at("health_path"), "must start with /");
         }
-        let environment = r.string_map(p, "environment").unwrap_or_default();
+        let environment = r.environment(p, "environment").unwrap_or_default();
         if let Some(binary) = binary {
             let missing = executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect();
             out.insert(
@@ -436,7 +436,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             None
         };
         let arguments = r.string_array(p, "server_arguments").unwrap_or_default();
-        let mut environment = r.string_map(p, "environment").unwrap_or_default();
+        let mut environment = r.environment(p, "environment").unwrap_or_default();
         if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
             check_arguments(p, &r.at("server_arguments"), &arguments, def);
             missing.extend(def.missing.iter().cloned());
