@@ -75,6 +75,7 @@ fn invalid_hosts_in_base_url_are_refused() {
         "http://-bad:8000",
         "http://a..b:8000",
         "http://[::zz]:8000",
+        "http://999.1.1.1:8000",
         "http://:8000",
         "http://user:secret@host:8000",
         "http://host:8000/?q=1",

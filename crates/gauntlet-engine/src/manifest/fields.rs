@@ -125,7 +125,12 @@ pub(crate) fn base_url_problem(url: &str) -> Option<String> {
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         };
-        if host.is_empty() || host.len() > 253 || !host.trim_end_matches('.').split('.').all(label_ok) {
+        let numeric = host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        if host.is_empty()
+            || host.len() > 253
+            || !host.trim_end_matches('.').split('.').all(label_ok)
+            || (numeric && host.parse::<std::net::Ipv4Addr>().is_err())
+        {
             return Some(format!("`{url}`: `{host}` is not a valid host name or address"));
         }
     }
