@@ -17,14 +17,133 @@ impl Problems {
         self.errors.push(format!("{path}: {msg}"));
     }
 
-    /// Keys we do not know are warned about (a typo should be seen), never silently used.
+    /// A key we do not know is an error (a typo must not silently leave a default in force), with the known key
+    /// it most likely misspells.
     pub fn unknown_keys(&mut self, t: &Table, path: &str, known: &[&str]) {
         for key in t.keys() {
             if !known.contains(&key.as_str()) {
-                self.warnings.push(format!("{}: unknown key, ignored", join(path, key)));
+                self.error(&join(path, key), crate::util::suggest::unknown_key_message(key, known));
             }
         }
     }
+
+    /// Every string of the document, keys included, is one line of text: a control character (CR, LF, NUL, …)
+    /// would reach a command line, an HTTP request line or header, or a path, so it is refused wherever it is.
+    pub fn control_characters(&mut self, t: &Table, path: &str) {
+        for (key, v) in t {
+            let at = join(path, key);
+            if let Some(c) = key.chars().find(|c| c.is_control()) {
+                self.error(&at, format!("the key holds control character U+{:04X}", c as u32));
+            }
+            self.control_characters_in(v, &at);
+        }
+    }
+
+    fn control_characters_in(&mut self, v: &Value, at: &str) {
+        match v {
+            Value::String(s) => {
+                if let Some(c) = s.chars().find(|c| c.is_control()) {
+                    self.error(
+                        at,
+                        format!("control character U+{:04X} in a string (one line of text expected)", c as u32),
+                    );
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.control_characters_in(item, &format!("{at}[{i}]"));
+                }
+            }
+            Value::Table(t) => self.control_characters(t, at),
+            _ => {}
+        }
+    }
+}
+
+/// The largest manifest (or suite file) read: a bigger file is refused before parsing, from its size alone.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// A file's text, read through a bounded reader: refused when it is over `cap` bytes (never read whole) or not
+/// UTF-8.
+pub(crate) fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let over = || format!("larger than the {} KiB limit; refused before parsing", cap / 1024);
+    if file.metadata().is_ok_and(|m| m.is_file() && m.len() > cap) {
+        return Err(over());
+    }
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > cap {
+        return Err(over());
+    }
+    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
+}
+
+/// An attached server's address: `http://HOST[:PORT][/PATH]`, HOST an ASCII host name, an IPv4 address or a
+/// bracketed IPv6 address, PORT in 1..=65535, no credentials, query or fragment, no space or control character.
+pub(crate) fn base_url_problem(url: &str) -> Option<String> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Some(format!("`{}` must be an http:// URL", url.escape_debug()));
+    };
+    if let Some(c) = url.chars().find(|c| c.is_control() || c.is_whitespace()) {
+        return Some(format!("`{}`: character U+{:04X} is not allowed in a URL", url.escape_debug(), c as u32));
+    }
+    if !url.is_ascii() {
+        return Some(format!("`{url}`: not ASCII (write an internationalised host in its xn-- form)"));
+    }
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    if authority.contains('@') {
+        return Some(format!("`{url}`: credentials in the URL are not allowed (use `api_key_env`)"));
+    }
+    if url.contains(['?', '#']) {
+        return Some(format!("`{url}`: a base URL has no query or fragment"));
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let Some((addr, after)) = v6.split_once(']') else {
+                return Some(format!("`{url}`: unclosed `[` in the host"));
+            };
+            if addr.parse::<std::net::Ipv6Addr>().is_err() {
+                return Some(format!("`{url}`: `{addr}` is not an IPv6 address"));
+            }
+            match after {
+                "" => (addr, None),
+                p if p.starts_with(':') => (addr, Some(&p[1..])),
+                _ => return Some(format!("`{url}`: unexpected `{after}` after the IPv6 address")),
+            }
+        }
+        None => match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if !authority.starts_with('[') {
+        let label_ok = |l: &str| {
+            (1..=63).contains(&l.len())
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        let numeric = host.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        if host.is_empty()
+            || host.len() > 253
+            || !host.trim_end_matches('.').split('.').all(label_ok)
+            || (numeric && host.parse::<std::net::Ipv4Addr>().is_err())
+        {
+            return Some(format!("`{url}`: `{host}` is not a valid host name or address"));
+        }
+    }
+    if let Some(p) = port {
+        match p.parse::<u32>() {
+            Ok(n) if (1..=65535).contains(&n) && p.bytes().all(|b| b.is_ascii_digit()) => {}
+            _ => return Some(format!("`{url}`: port `{p}` is not in 1..=65535")),
+        }
+    }
+    if path.contains("//") || path.split('/').any(|seg| seg == "..") {
+        return Some(format!("`{url}`: the path `{path}` is not a plain prefix"));
+    }
+    None
 }
 
 pub(crate) fn join(path: &str, key: &str) -> String {
@@ -190,6 +309,18 @@ impl<'a> Reader<'a> {
             }
         }
         Some(out)
+    }
+
+    /// A process environment (`NAME = "value"`): every name non-empty and free of `=`, which would otherwise
+    /// smuggle a different variable into the child (`"A=B" = "x"` sets `A` to `B=x`).
+    pub fn environment(&self, p: &mut Problems, key: &str) -> Option<BTreeMap<String, String>> {
+        let map = self.string_map(p, key)?;
+        for name in map.keys() {
+            if name.is_empty() || name.contains('=') {
+                p.error(&join(&self.at(key), name), "an environment variable name is non-empty and has no `=`");
+            }
+        }
+        Some(map)
     }
 
     pub fn table_of(&self, p: &mut Problems, key: &str) -> Option<&'a Table> {

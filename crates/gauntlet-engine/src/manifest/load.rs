@@ -10,7 +10,7 @@ use crate::sentry::gpu::Device;
 use gauntlet_schema::Thresholds;
 use toml::Table;
 
-use super::fields::{Problems, Reader, join};
+use super::fields::{MAX_FILE_BYTES, Problems, Reader, base_url_problem, join, read_capped};
 use crate::suite::Suite;
 
 pub const MANIFEST_VERSION: i64 = 1;
@@ -137,8 +137,8 @@ impl Manifest {
 
     pub fn from_file(path: &Path) -> Result<Manifest, ManifestError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ManifestError { origin: origin.clone(), problems: vec![format!("cannot read: {e}")] })?;
+        let text = read_capped(path, MAX_FILE_BYTES)
+            .map_err(|e| ManifestError { origin: origin.clone(), problems: vec![e] })?;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         Manifest::parse(&text, &origin, dir)
     }
@@ -146,8 +146,12 @@ impl Manifest {
     /// `base_dir` anchors a relative `root` (and is the root when none is given).
     pub fn parse(text: &str, origin: &str, base_dir: &Path) -> Result<Manifest, ManifestError> {
         let fail = |problems| ManifestError { origin: origin.to_owned(), problems };
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(fail(vec![format!("larger than the {} KiB limit; refused", MAX_FILE_BYTES / 1024)]));
+        }
         let doc: Table = text.parse().map_err(|e: toml::de::Error| fail(vec![e.to_string().trim_end().to_owned()]))?;
         let mut p = Problems::default();
+        p.control_characters(&doc, "");
         let top = Reader::new(&doc, "");
         p.unknown_keys(
             &doc,
@@ -183,6 +187,10 @@ impl Manifest {
                 let defs = Defs { models: &models, servers: &servers, features: &features, root: &root, doc: &doc };
                 for (name, v) in t {
                     let path = join("profiles", name);
+                    // A profile's name becomes part of output folder names: no separator may lead elsewhere.
+                    if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+                        p.error(&path, "a profile name is non-empty, has no `/` or `\\`, and does not start with `.`");
+                    }
                     let Some(pt) = v.as_table() else {
                         p.error(&path, "expected a table");
                         continue;
@@ -312,7 +320,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
         if !health_path.starts_with('/') {
             p.error(&r.at("health_path"), "must start with /");
         }
-        let environment = r.string_map(p, "environment").unwrap_or_default();
+        let environment = r.environment(p, "environment").unwrap_or_default();
         if let Some(binary) = binary {
             let missing = executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect();
             out.insert(
@@ -365,6 +373,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "stop_grace",
             "verdict",
             "expected_failures",
+            "features",
             "device",
             "busy_wait",
             "gpu_lock",
@@ -384,8 +393,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             }
         }
         let base_url = r.string(p, "base_url").unwrap_or_default();
-        if !(base_url.starts_with("http://")) {
-            p.error(&r.at("base_url"), format!("`{base_url}` must be an http:// URL"));
+        if let Some(problem) = base_url_problem(base_url.trim_end_matches('/')) {
+            p.error(&r.at("base_url"), problem);
         }
         let api_key_env = r.string(p, "api_key_env");
         if let Some(var) = &api_key_env
@@ -427,7 +436,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             None
         };
         let arguments = r.string_array(p, "server_arguments").unwrap_or_default();
-        let mut environment = r.string_map(p, "environment").unwrap_or_default();
+        let mut environment = r.environment(p, "environment").unwrap_or_default();
         if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
             check_arguments(p, &r.at("server_arguments"), &arguments, def);
             missing.extend(def.missing.iter().cloned());
@@ -466,12 +475,12 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     let suite = match r.string(p, "suite").as_deref() {
         None | Some("default") => Some(Suite::embedded_default()),
         Some(file) => {
-            inside_root(p, &r.at("suite"), root, file).and_then(|path| match std::fs::read_to_string(&path) {
+            inside_root(p, &r.at("suite"), root, file).and_then(|path| match read_capped(&path, MAX_FILE_BYTES) {
                 Ok(text) => {
                     Suite::parse(&text, &path.display().to_string()).map_err(|e| p.error(&r.at("suite"), e)).ok()
                 }
                 Err(e) => {
-                    p.error(&r.at("suite"), format!("cannot read `{}`: {e}", path.display()));
+                    p.error(&r.at("suite"), format!("`{}`: {e}", path.display()));
                     None
                 }
             })

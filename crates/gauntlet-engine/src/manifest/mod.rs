@@ -4,8 +4,9 @@ mod fields;
 mod load;
 mod qualify;
 
+pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{
     AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
-pub use qualify::{QualifySettings, Quality, QualitySet, STAGES};
+pub use qualify::{QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, workload_problem};

@@ -13,6 +13,41 @@ use crate::run::Workload;
 
 pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
 
+/// The open loop's arrival rate, requests per second: the manifest's `rate` and `bench --rate` alike.
+pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
+const CONCURRENCY_MAX: i64 = 4096;
+const MAX_TOKENS_MAX: i64 = 1 << 20;
+const WARMUPS_MAX: i64 = 1000;
+const SAMPLES_MAX: i64 = 10_000;
+
+/// A workload assembled from flags over the manifest's: every number within the ranges the manifest enforces
+/// (at least one measured batch), so no absurd value reaches the scheduler.
+pub fn workload_problem(w: &Workload) -> Option<String> {
+    if let Some(r) = w.rate
+        && !RATE_RANGE.contains(&r)
+    {
+        return Some(format!(
+            "--rate: {r} is not a rate gauntlet can pace (want {}..={} requests per second)",
+            RATE_RANGE.start(),
+            RATE_RANGE.end()
+        ));
+    }
+    let within = |n: usize, lo: i64, hi: i64| (lo..=hi).contains(&i64::try_from(n).unwrap_or(i64::MAX));
+    if w.concurrency.is_empty() || !w.concurrency.iter().all(|&c| within(c, 1, CONCURRENCY_MAX)) {
+        return Some(format!("--concurrency: each level must be within 1..={CONCURRENCY_MAX}"));
+    }
+    if !(1..=MAX_TOKENS_MAX as u64).contains(&w.max_tokens) {
+        return Some(format!("--max-tokens: must be within 1..={MAX_TOKENS_MAX}"));
+    }
+    if !within(w.warmups, 0, WARMUPS_MAX) {
+        return Some(format!("--warmups: must be within 0..={WARMUPS_MAX}"));
+    }
+    if !within(w.repetitions, 1, SAMPLES_MAX) {
+        return Some(format!("--repetitions: must be within 1..={SAMPLES_MAX}"));
+    }
+    None
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum QualitySet {
@@ -96,10 +131,10 @@ fn counts(p: &mut Problems, r: &Reader, key: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
     for (i, v) in items.iter().enumerate() {
         match v {
-            Value::Integer(n) if (1..=4096).contains(n) => out.push(*n as usize),
+            Value::Integer(n) if (1..=CONCURRENCY_MAX).contains(n) => out.push(*n as usize),
             other => p.error(
                 &format!("{}[{i}]", r.at(key)),
-                format!("expected an integer in 1..=4096, found {}", type_name(other)),
+                format!("expected an integer in 1..={CONCURRENCY_MAX}, found {}", type_name(other)),
             ),
         }
     }
@@ -120,13 +155,13 @@ fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra
     if let Some(c) = counts(p, &r, "concurrency") {
         w.concurrency = c;
     }
-    if let Some(n) = r.integer(p, "max_tokens", 1, 1 << 20) {
+    if let Some(n) = r.integer(p, "max_tokens", 1, MAX_TOKENS_MAX) {
         w.max_tokens = n as u64;
     }
-    if let Some(n) = r.integer(p, "warmups", 0, 1000) {
+    if let Some(n) = r.integer(p, "warmups", 0, WARMUPS_MAX) {
         w.warmups = n as usize;
     }
-    if let Some(n) = r.integer(p, "samples", 2, 10_000) {
+    if let Some(n) = r.integer(p, "samples", 2, SAMPLES_MAX) {
         w.repetitions = n as usize;
     }
     w
@@ -138,7 +173,7 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
     let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts", "rate", "seed"]);
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
-    w.rate = b.float(p, "rate", 1e-6, 1e6);
+    w.rate = b.float(p, "rate", *RATE_RANGE.start(), *RATE_RANGE.end());
     w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
     let Some(rel) = b.string(p, "prompts") else { return w };
     let file = root.join(&rel);

@@ -159,6 +159,13 @@ impl Suite {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
+        if let Ok(doc) = text.parse::<toml::Table>() {
+            let mut problems = Vec::new();
+            strict_keys(&doc, "", SUITE_KEYS, &mut problems);
+            if !problems.is_empty() {
+                return Err(SuiteError::Invalid { origin: origin.to_owned(), message: problems.join("; ") });
+            }
+        }
         let file: SuiteFile = toml::from_str(text).map_err(|e| SuiteError::Parse {
             origin: origin.to_owned(),
             message: e.to_string().trim_end().to_owned(),
@@ -240,6 +247,69 @@ impl Suite {
     }
 }
 
+/// The keys each level of a suite file takes (the serde structs above refuse any other too; a test keeps the two
+/// lists equal). Free-form tables (`tools`, `check.json`, `arguments_contain`) are not walked.
+const SUITE_KEYS: &[&str] = &["id", "version", "cases"];
+const CASE_KEYS: &[&str] =
+    &["id", "messages", "max_tokens", "stream", "thinking", "tools", "generate", "repeat_of", "check"];
+const MESSAGE_KEYS: &[&str] = &["role", "content"];
+const GENERATE_KEYS: &[&str] = &["needle", "lines"];
+const CHECK_KEYS: &[&str] = &[
+    "field",
+    "contains",
+    "any",
+    "regex",
+    "number",
+    "sequence",
+    "json",
+    "tool_call",
+    "min_words",
+    "no_loop",
+    "reasoning",
+];
+const TOOL_CALL_KEYS: &[&str] = &["name", "arguments_contain"];
+
+/// Every unknown key with its path and the key it most likely misspells; a NUL in any string.
+fn strict_keys(t: &toml::Table, path: &str, known: &[&str], problems: &mut Vec<String>) {
+    let at = |k: &str| if path.is_empty() { k.to_owned() } else { format!("{path}.{k}") };
+    for (key, v) in t {
+        if !known.contains(&key.as_str()) {
+            problems.push(format!("{}: {}", at(key), crate::util::suggest::unknown_key_message(key, known)));
+            continue;
+        }
+        let nested: Option<&[&str]> = match (known, key.as_str()) {
+            (k, "cases") if k == SUITE_KEYS => Some(CASE_KEYS),
+            (k, "messages") if k == CASE_KEYS => Some(MESSAGE_KEYS),
+            (k, "generate") if k == CASE_KEYS => Some(GENERATE_KEYS),
+            (k, "check") if k == CASE_KEYS => Some(CHECK_KEYS),
+            (k, "tool_call") if k == CHECK_KEYS => Some(TOOL_CALL_KEYS),
+            _ => None,
+        };
+        match (v, nested) {
+            (toml::Value::Table(inner), Some(keys)) => strict_keys(inner, &at(key), keys, problems),
+            (toml::Value::Array(items), Some(keys)) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let toml::Value::Table(inner) = item {
+                        strict_keys(inner, &format!("{}[{i}]", at(key)), keys, problems);
+                    }
+                }
+            }
+            _ => no_nul(v, &at(key), problems),
+        }
+    }
+}
+
+fn no_nul(v: &toml::Value, at: &str, problems: &mut Vec<String>) {
+    match v {
+        toml::Value::String(s) if s.contains('\0') => problems.push(format!("{at}: NUL character in a string")),
+        toml::Value::Array(items) => {
+            items.iter().enumerate().for_each(|(i, x)| no_nul(x, &format!("{at}[{i}]"), problems))
+        }
+        toml::Value::Table(t) => t.iter().for_each(|(k, x)| no_nul(x, &format!("{at}.{k}"), problems)),
+        _ => {}
+    }
+}
+
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -293,6 +363,42 @@ mod tests {
         let err =
             Suite::parse(&format!("{base}[[cases]]\nid = \"a\"\nrepeat_of = \"a\"\n"), "t").unwrap_err().to_string();
         assert!(err.contains("duplicate id"), "{err}");
+    }
+
+    /// The key lists the strict walk uses are exactly the fields serde accepts at each level.
+    #[test]
+    fn strict_key_lists_match_the_serde_structs() {
+        fn expected(err: String) -> Vec<String> {
+            let tail = err.split("expected").nth(1).unwrap_or_else(|| panic!("{err}")).to_owned();
+            tail.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+        }
+        fn sorted(keys: &[&str]) -> Vec<String> {
+            let mut v: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+            v.sort();
+            v
+        }
+        let mut cases: Vec<(Vec<String>, &[&str])> = vec![
+            (expected(toml::from_str::<SuiteFile>("zz = 1").unwrap_err().to_string()), SUITE_KEYS),
+            (expected(toml::from_str::<CaseFile>("zz = 1").unwrap_err().to_string()), CASE_KEYS),
+            (expected(toml::from_str::<Message>("zz = 1").unwrap_err().to_string()), MESSAGE_KEYS),
+            (expected(toml::from_str::<Generate>("zz = 1").unwrap_err().to_string()), GENERATE_KEYS),
+            (expected(toml::from_str::<Check>("zz = 1").unwrap_err().to_string()), CHECK_KEYS),
+            (expected(toml::from_str::<ToolCallCheck>("zz = 1").unwrap_err().to_string()), TOOL_CALL_KEYS),
+        ];
+        for (serde, ours) in cases.iter_mut() {
+            serde.sort();
+            assert_eq!(*serde, sorted(ours));
+        }
+    }
+
+    #[test]
+    fn unknown_suite_keys_name_their_path_and_the_likely_key() {
+        let text = "id = \"t\"\nversion = 1\n[[cases]]\nid = \"a\"\nmax_tokens = 8\nmessages = [{ role = \"user\", content = \"hi\" }]\n[cases.check]\ncontians = [\"x\"]\n";
+        let err = Suite::parse(text, "t").unwrap_err().to_string();
+        assert!(err.contains("cases[0].check.contians: unknown key; did you mean `contains`?"), "{err}");
+        let nul = "id = \"t\"\nversion = 1\n[[cases]]\nid = \"a\"\nmax_tokens = 8\nmessages = [{ role = \"user\", content = \"h\\u0000i\" }]\n";
+        let err = Suite::parse(nul, "t").unwrap_err().to_string();
+        assert!(err.contains("cases[0].messages[0].content: NUL character"), "{err}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
+pub mod suggest;
+
 use std::io::Write;
 use std::path::Path;
 use std::time::SystemTime;

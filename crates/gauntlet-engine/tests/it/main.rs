@@ -8,3 +8,4 @@ mod qualify;
 mod report;
 mod sentry;
 mod store;
+mod strict_manifest;

@@ -126,21 +126,15 @@ fn version_is_required_and_newer_versions_are_refused() {
 }
 
 #[test]
-fn unknown_keys_are_warned_with_their_path() {
-    let m = Manifest::parse(
+fn unknown_keys_are_errors_with_their_path_and_the_likely_key() {
+    insta::assert_snapshot!(errors(
         "version = 1\ncolour = 1\n[profiles.p]\nbase_url = \"http://127.0.0.1:1\"\nlaod_timeout = \"1s\"\n[profiles.p.verdict]\nmin_pass = 1\n",
-        "test.toml",
-        Path::new(ROOT),
-    )
-    .unwrap();
-    assert_eq!(
-        m.warnings,
-        vec![
-            "colour: unknown key, ignored",
-            "profiles.p.laod_timeout: unknown key, ignored",
-            "profiles.p.verdict.min_pass: unknown key, ignored",
-        ]
-    );
+    ), @r"
+    invalid manifest `test.toml`:
+      - colour: unknown key (known here: version, root, default_profile, store, models, servers, features, plan, profiles)
+      - profiles.p.laod_timeout: unknown key; did you mean `load_timeout`?
+      - profiles.p.verdict.min_pass: unknown key; did you mean `min_pass_rate`?
+    ");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 mod ci;
 mod client_fidelity;
 mod common;
+mod exit_codes;
 mod faults;
 mod real_server;
 mod schema;

@@ -117,18 +117,22 @@ impl Fixture {
         self
     }
 
-    /// Short limits so faults show quickly; a test's own `profile(...)` line replaces the default of its key.
+    /// Short limits so faults show quickly; a test's own `profile(...)` line replaces the default of its key. The
+    /// defaults go before any sub-table the test opens (`[profiles.test.qualify]`), so they stay profile keys.
     fn profile_settings(&self) -> String {
-        let mut lines: Vec<String> = self.profile_extra.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+        let lines: Vec<String> = self.profile_extra.lines().filter(|l| !l.is_empty()).map(str::to_owned).collect();
+        let split = lines.iter().position(|l| l.starts_with('[')).unwrap_or(lines.len());
+        let (mut head, tail) = (lines[..split].to_vec(), &lines[split..]);
         for default in
             ["load_timeout = \"10s\"", "request_timeout = \"3s\"", "suite_budget = \"60s\"", "stop_grace = \"2s\""]
         {
             let key = default.split(' ').next().unwrap_or_default();
-            if !lines.iter().any(|l| l.starts_with(key)) {
-                lines.push(default.to_owned());
+            if !head.iter().any(|l| l.starts_with(key)) {
+                head.push(default.to_owned());
             }
         }
-        lines.join("\n")
+        head.extend_from_slice(tail);
+        head.join("\n")
     }
 
     fn path(&self) -> &Path {

@@ -1,11 +1,16 @@
-//! `gauntlet baseline promote|show|list|verify`: thin wrappers over the engine's store.
+//! `gauntlet baseline promote|show|list|verify`: thin wrappers over the engine's store. A refused promotion
+//! (untrusted context, failed run, unverifiable bundle, a record the store refuses) is bad input; a store that
+//! cannot be written is infrastructure; neither is an internal error.
 
 use std::path::{Path, PathBuf};
 
 use gauntlet_engine::store::{HistoryEntry, Store, Trust, decide_trust, default_store_dir};
 use gauntlet_schema::{Verdict, parse_run_record};
 
-use crate::{BaselineCommand, Failure, exit, load_manifest};
+use super::{identity_of, load_manifest, store_failure};
+use crate::Outcome;
+use crate::cli::BaselineCommand;
+use crate::exit::{Exit, Failure};
 
 pub(crate) fn trust(explicit: bool) -> Trust {
     decide_trust(explicit, &|k| std::env::var(k).ok(), &|p| std::fs::read_to_string(p).ok())
@@ -20,13 +25,19 @@ pub(crate) fn describe(e: &HistoryEntry) -> String {
         s.push_str(&format!(" by {actor}"));
     }
     if let Some(commit) = &p.commit {
-        s.push_str(&format!(", commit {}", &commit[..commit.len().min(12)]));
+        s.push_str(&format!(", commit {}", short(commit)));
     }
     s.push(')');
     if !e.note.is_empty() {
         s.push_str(&format!(": \"{}\"", e.note));
     }
     s
+}
+
+/// The first 12 characters of a digest or commit read from the store or the environment (which may be shorter,
+/// or not ASCII: never sliced by bytes).
+fn short(s: &str) -> String {
+    s.chars().take(12).collect()
 }
 
 /// Paired baselines (same recipe, other devices) from different commits cannot be read side by side.
@@ -36,7 +47,7 @@ pub(crate) fn warn_paired(store: &Store, entry: &HistoryEntry) {
         if other.provenance.commit != entry.provenance.commit {
             eprintln!(
                 "gauntlet: warning: paired baseline for identity {}… ({}) comes from commit {}, this one from {}",
-                &other.identity_digest[..12],
+                short(&other.identity_digest),
                 other.profile,
                 other.provenance.commit.as_deref().unwrap_or("unknown"),
                 entry.provenance.commit.as_deref().unwrap_or("unknown"),
@@ -51,57 +62,55 @@ fn promote_bundle(
     provenance: gauntlet_engine::store::Provenance,
     note: &str,
     store: Option<&Path>,
-) -> Result<u8, Failure> {
+) -> Outcome {
     let decision = gauntlet_engine::qualify::decision(dir).map_err(|problems| {
-        Failure::BadInput(format!("`{}` is not promoted:\n  {}", dir.display(), problems.join("\n  ")))
+        Failure::bad_input(format!("`{}` is not promoted:\n  {}", dir.display(), problems.join("\n  ")))
     })?;
     if note.trim().is_empty() {
-        return Err(Failure::BadInput(
-            "promoting a qualification records a reviewer's decision: say why with --note".into(),
-        ));
+        return Err(Failure::bad_input("promoting a qualification records a reviewer's decision: say why with --note"));
     }
     let store = open(store)?;
-    let entry = store.promote_decision(&decision, provenance, note).map_err(|e| Failure::BadInput(e.to_string()))?;
+    let entry = store.promote_decision(&decision, provenance, note).map_err(store_failure)?;
     println!("qualified: {}", describe(&entry));
     println!("identity {}", entry.identity_digest);
     println!(
         "decision {} (bundle {}, evidence manifest sha256 {})",
         entry.record, decision.run_id, decision.evidence_manifest_sha256
     );
-    Ok(exit::OK)
+    Ok(Exit::Pass)
 }
 
 fn open(store: Option<&Path>) -> Result<Store, Failure> {
-    Store::open(&default_store_dir(store, None)).map_err(|e| Failure::BadInput(e.to_string()))
+    Store::open(&default_store_dir(store, None)).map_err(store_failure)
 }
 
-pub(crate) fn command(cmd: BaselineCommand) -> Result<u8, Failure> {
+pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
     match cmd {
         BaselineCommand::Promote { run, note, trusted, store } => {
             let provenance = match trust(trusted) {
                 Trust::Trusted(p) => p,
-                Trust::Refused(why) => return Err(Failure::BadInput(format!("promote: {why}"))),
+                Trust::Refused(why) => return Err(Failure::bad_input(format!("promote: {why}"))),
             };
             if run.join(gauntlet_engine::qualify::REPORT_FILE).is_file() {
                 return promote_bundle(&run, provenance, &note, store.as_deref());
             }
             let path: PathBuf = if run.is_dir() { run.join("run.json") } else { run };
             let text = std::fs::read_to_string(&path)
-                .map_err(|e| Failure::BadInput(format!("cannot read `{}`: {e}", path.display())))?;
+                .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
             let record =
-                parse_run_record(&text).map_err(|e| Failure::BadInput(format!("`{}`: {e}", path.display())))?;
+                parse_run_record(&text).map_err(|e| Failure::bad_input(format!("`{}`: {e}", path.display())))?;
             if record.verdict == Verdict::Fail {
-                return Err(Failure::BadInput(format!(
+                return Err(Failure::bad_input(format!(
                     "`{}` failed; a failing run is never a baseline",
                     path.display()
                 )));
             }
             let store = open(store.as_deref())?;
-            let entry = store.promote(&record, provenance, &note).map_err(|e| Failure::BadInput(e.to_string()))?;
+            let entry = store.promote(&record, provenance, &note).map_err(store_failure)?;
             println!("promoted: {}", describe(&entry));
             println!("identity {}", entry.identity_digest);
             warn_paired(&store, &entry);
-            Ok(exit::OK)
+            Ok(Exit::Pass)
         }
         BaselineCommand::Show { manifest, profile, identity, store } => {
             let store = open(store.as_deref())?;
@@ -109,44 +118,42 @@ pub(crate) fn command(cmd: BaselineCommand) -> Result<u8, Failure> {
                 Some(d) => d,
                 None => {
                     let m = load_manifest(manifest.as_deref())?;
-                    let p = m.select(profile.as_deref()).map_err(|e| Failure::BadInput(e.to_string()))?;
-                    gauntlet_engine::identity::compute(p, &gauntlet_engine::home_dir())
-                        .map_err(|e| Failure::BadInput(e.to_string()))?
-                        .digest
+                    let p = m.select(profile.as_deref()).map_err(|e| Failure::bad_input(e.to_string()))?;
+                    identity_of(p)?.digest
                 }
             };
-            let history = store.history(&digest).map_err(|e| Failure::BadInput(e.to_string()))?;
+            let history = store.history(&digest).map_err(store_failure)?;
             if history.is_empty() {
                 println!("no baseline yet for identity {digest}");
-                return Ok(exit::OK);
+                return Ok(Exit::Pass);
             }
             println!("identity {digest}");
             for e in &history {
                 println!("  {}  record {}", describe(e), e.record);
             }
-            Ok(exit::OK)
+            Ok(Exit::Pass)
         }
         BaselineCommand::List { store } => {
             let store = open(store.as_deref())?;
-            for id in store.identities().map_err(|e| Failure::BadInput(e.to_string()))? {
-                if let Some(last) = store.history(&id).map_err(|e| Failure::BadInput(e.to_string()))?.last() {
+            for id in store.identities().map_err(store_failure)? {
+                if let Some(last) = store.history(&id).map_err(store_failure)?.last() {
                     println!("{id}  {}", describe(last));
                 }
             }
-            Ok(exit::OK)
+            Ok(Exit::Pass)
         }
         BaselineCommand::Verify { store } => {
             let store = open(store.as_deref())?;
-            let (entries, problems) = store.verify().map_err(|e| Failure::BadInput(e.to_string()))?;
+            let (entries, problems) = store.verify().map_err(store_failure)?;
             if problems.is_empty() {
                 println!("store {}: {entries} entries, every chain and record intact", store.root().display());
-                Ok(exit::OK)
+                Ok(Exit::Pass)
             } else {
                 for p in &problems {
                     println!("{p}");
                 }
                 println!("store {}: {} problem(s) in {entries} entries", store.root().display(), problems.len());
-                Ok(exit::FAIL)
+                Ok(Exit::Fail)
             }
         }
     }

@@ -1,0 +1,154 @@
+//! One file per command, and the helpers they share, each once: manifest loading, profile selection, output
+//! folder naming, GitHub step-summary output, and the mapping of engine errors onto the exit map's kinds. Commands
+//! call the engine and draw the terminal; none of them decides a verdict.
+
+pub(crate) mod baseline;
+pub(crate) mod bench;
+pub(crate) mod check;
+pub(crate) mod compare;
+pub(crate) mod doctor;
+pub(crate) mod plan;
+pub(crate) mod qualify;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod schema;
+pub(crate) mod verify;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use gauntlet_engine::manifest::{Manifest, Profile, Target};
+use gauntlet_engine::run::GateError;
+use gauntlet_engine::server::SpawnError;
+use gauntlet_engine::store::StoreError;
+use gauntlet_schema::RunRecord;
+
+use crate::exit::{Exit, Failure};
+
+/// The manifest at `path`, or the embedded default; any problem (an unknown key included) is bad input.
+pub(crate) fn load_manifest(path: Option<&Path>) -> Result<Manifest, Failure> {
+    let manifest = match path {
+        Some(p) => Manifest::from_file(p),
+        None => Manifest::embedded_default(&gauntlet_engine::home_dir()),
+    }
+    .map_err(|e| Failure::bad_input(e.to_string()))?;
+    for w in &manifest.warnings {
+        eprintln!("gauntlet: warning: {}: {w}", manifest.origin);
+    }
+    Ok(manifest)
+}
+
+/// The chosen profile, with `--port` applied to a server gauntlet starts.
+pub(crate) fn select_profile(manifest: &Manifest, name: Option<&str>, port: Option<u16>) -> Result<Profile, Failure> {
+    let mut profile = manifest.select(name).map_err(|e| Failure::bad_input(e.to_string()))?.clone();
+    if let Some(port) = port {
+        match &mut profile.target {
+            Target::Spawn(s) if port > 0 => s.port = port,
+            Target::Spawn(_) => return Err(Failure::bad_input("--port: must be 1..=65535")),
+            Target::Attach(_) => {
+                return Err(Failure::bad_input(format!(
+                    "--port: profile `{}` attaches to a running server; its address is its `base_url`",
+                    profile.name
+                )));
+            }
+        }
+    }
+    Ok(profile)
+}
+
+/// A new timestamped folder under `./gauntlet-out/` for `name` (never an existing one).
+pub(crate) fn default_out_dir(name: &str) -> PathBuf {
+    let stamp = gauntlet_engine::util::now_rfc3339().replace([':', '-'], "");
+    let stamp = stamp.split('.').next().unwrap_or("run").to_owned();
+    let base = PathBuf::from("gauntlet-out");
+    let mut dir = base.join(format!("{stamp}-{name}"));
+    let mut n = 2;
+    while dir.exists() {
+        dir = base.join(format!("{stamp}-{name}-{n}"));
+        n += 1;
+    }
+    dir
+}
+
+/// Appends to `$GITHUB_STEP_SUMMARY` when it is set; a failure only warns (the result is already out).
+pub(crate) fn append_step_summary(text: &[u8]) {
+    if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
+        let appended = std::fs::OpenOptions::new().create(true).append(true).open(&summary).and_then(|mut f| {
+            f.write_all(text)?;
+            f.write_all(b"\n")
+        });
+        if let Err(e) = appended {
+            eprintln!("gauntlet: warning: cannot append to GITHUB_STEP_SUMMARY: {e}");
+        }
+    }
+}
+
+/// Annotations on stdout when running under GitHub Actions; the Markdown report appended to the step summary.
+pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
+    if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        print!("{}", gauntlet_engine::report::github_annotations(record));
+    }
+    if let Ok(report) = std::fs::read(out_dir.join("report.md")) {
+        append_step_summary(&report);
+    }
+}
+
+/// What a run, bench or qualification that could not be carried out is: a busy GPU, an output that cannot be
+/// written or a server log that cannot be created is infrastructure (3); a GPU whose state cannot be told fails
+/// closed (1); a server that cannot start or a missing API key is bad input (2).
+pub(crate) fn gate_failure(e: GateError) -> Failure {
+    match e {
+        GateError::GpuBusy(why) => Failure::infrastructure(why),
+        GateError::GpuUnknown(why) => Failure::fail_closed(why),
+        GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
+        GateError::Spawn(_) | GateError::ApiKey(_) => Failure::bad_input(e.to_string()),
+    }
+}
+
+/// A store that cannot be read or written (or is locked by another writer) is infrastructure; one that refuses
+/// what it was given, or is of a newer format, is bad input.
+pub(crate) fn store_failure(e: StoreError) -> Failure {
+    match e {
+        StoreError::Io { .. } | StoreError::Locked { .. } => Failure::infrastructure(e.to_string()),
+        StoreError::Newer { .. } | StoreError::Invalid(_) => Failure::bad_input(e.to_string()),
+    }
+}
+
+/// A file gauntlet was asked to write and could not: infrastructure.
+pub(crate) fn unwritable(path: &Path, e: impl std::fmt::Display) -> Failure {
+    Failure::infrastructure(format!("cannot write `{}`: {e}", path.display()))
+}
+
+/// A bench's or a qualification's verdict word: `pass`, `inconclusive`, anything else fails.
+pub(crate) fn exit_of_word(verdict: &str) -> Exit {
+    match verdict {
+        "pass" => Exit::Pass,
+        "inconclusive" => Exit::Inconclusive,
+        _ => Exit::Fail,
+    }
+}
+
+/// A bench baseline of the same identity, or a clear refusal.
+pub(crate) fn bench_baseline(
+    path: Option<&Path>,
+    identity: &gauntlet_engine::identity::Identity,
+) -> Result<Option<(gauntlet_engine::run::BenchRecord, String)>, Failure> {
+    let Some(path) = path else { return Ok(None) };
+    let b = gauntlet_engine::run::read_bench(path).map_err(Failure::bad_input)?;
+    if b.identity_digest != identity.digest {
+        let null = serde_json::Value::Null;
+        let diff = gauntlet_engine::identity::differences(&b.identity, &identity.value, &null, &null);
+        return Err(Failure::bad_input(format!(
+            "refusing to compare with `{}`: another identity ({})",
+            path.display(),
+            diff.refusing.join("; ")
+        )));
+    }
+    Ok(Some((b, path.display().to_string())))
+}
+
+/// The identity of a profile on this machine; a model or binary that cannot be hashed is bad input.
+pub(crate) fn identity_of(profile: &Profile) -> Result<gauntlet_engine::identity::Identity, Failure> {
+    gauntlet_engine::identity::compute(profile, &gauntlet_engine::home_dir())
+        .map_err(|e| Failure::bad_input(e.to_string()))
+}

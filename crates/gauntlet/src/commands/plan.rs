@@ -1,0 +1,71 @@
+//! `gauntlet plan`: which profiles a change concerns, from the manifest's `[plan]`, as a list or a CI matrix.
+
+use super::load_manifest;
+use crate::Outcome;
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::exit::{Exit, Failure};
+
+pub(crate) fn plan(args: PlanArgs) -> Outcome {
+    let manifest = load_manifest(args.manifest.as_deref())?;
+    let all: Vec<String> = manifest.profiles.keys().cloned().collect();
+    let wanted: Vec<String> = args
+        .profiles
+        .iter()
+        .flat_map(|p| p.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let selected: Vec<String> = if args.all {
+        all.clone()
+    } else if !wanted.is_empty() {
+        for p in &wanted {
+            if !all.contains(p) {
+                return Err(Failure::bad_input(format!("--profiles: no profile `{p}` (profiles: {})", all.join(", "))));
+            }
+        }
+        let mut w = wanted;
+        w.sort();
+        w.dedup();
+        w
+    } else {
+        let changed: Vec<String> = match (&args.changed_files, &args.since) {
+            (Some(file), None) => std::fs::read_to_string(file)
+                .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", file.display())))?
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            (None, Some(rev)) => gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref())
+                .map_err(Failure::bad_input)?,
+            _ => {
+                return Err(Failure::bad_input(
+                    "plan needs --changed-files FILE, --since REV, --profiles P[,P…] or --all",
+                ));
+            }
+        };
+        let selection = gauntlet_engine::plan::select(&manifest.plan, &all, &changed, args.fallback_all);
+        for reason in &selection.reasons {
+            eprintln!("gauntlet plan: {reason}");
+        }
+        selection.profiles
+    };
+    let entries: Vec<(String, Vec<String>)> = selected
+        .iter()
+        .map(|p| (p.clone(), manifest.profiles.get(p).map(|x| x.runner.clone()).unwrap_or_default()))
+        .collect();
+    match args.format {
+        PlanFormat::List => {
+            for p in &selected {
+                println!("{p}");
+            }
+        }
+        PlanFormat::GithubMatrix => println!("{}", gauntlet_engine::plan::github_matrix(&entries)),
+        PlanFormat::GithubOutput => {
+            println!("matrix={}", gauntlet_engine::plan::github_matrix(&entries));
+            println!("count={}", entries.len());
+        }
+    }
+    Ok(Exit::Pass)
+}
