@@ -44,6 +44,16 @@ struct Cli {
 enum Command {
     /// The gate: start the profile's server, run the suite, judge it against a baseline, stop the server.
     Run(RunArgs),
+    /// Run only a profile's build step (`[servers.NAME.build]`), e.g. in CI before the tests.
+    Build {
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        #[arg(long)]
+        profile: Option<String>,
+        /// Where build.log goes (default: a new folder under gauntlet-out/).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Validate a manifest (the embedded default when none is given) and list its profiles.
     Check {
         #[arg(long, value_name = "FILE")]
@@ -305,6 +315,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Build { manifest, profile, out } => build(manifest.as_deref(), profile.as_deref(), out),
         Command::Check { manifest } => check(manifest.as_deref()),
         Command::Schema => {
             println!("{}", include_str!("../../../schema/manifest.schema.json").trim_end());
@@ -418,6 +429,17 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         return Err(Failure::BadInput("--note and --trusted mean something only with --promote".into()));
     }
     let home = gauntlet_engine::home_dir();
+    let out_dir = args.out.clone().unwrap_or_else(|| default_out_dir(&profile.name));
+    // The build comes first: the binary it makes is part of the identity and of the skip-cache key.
+    let built = match gauntlet_engine::session::build_only(&profile, &out_dir) {
+        Ok(b) => b,
+        Err(GateError::BuildTimeout(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            write_skip(&out_dir, &profile.name, "build-timeout", &why);
+            return Ok(exit::SKIP);
+        }
+        Err(e) => return Err(Failure::BadInput(e.to_string())),
+    };
     let identity = gauntlet_engine::identity::compute(&profile, &home).map_err(|e| Failure::BadInput(e.to_string()))?;
     let store_dir = default_store_dir(args.store.as_deref(), manifest.store.as_deref());
     let store = Store::open(&store_dir).map_err(|e| Failure::BadInput(e.to_string()))?;
@@ -475,21 +497,23 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         return Ok(exit::OK);
     }
 
-    let out_dir = match args.out {
-        Some(d) => d,
-        None => default_out_dir(&profile.name),
-    };
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let opts = GateOptions {
         out_dir: &out_dir,
         identity: &identity,
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
+        built,
     };
     let record = match run_gate(&profile, &opts, &mut view) {
         Ok(r) => r,
         Err(GateError::GpuBusy(why)) => {
             eprintln!("gauntlet: skipped: {why}");
             write_skip(&out_dir, &profile.name, "gpu-busy", &why);
+            return Ok(exit::SKIP);
+        }
+        Err(GateError::BuildTimeout(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            write_skip(&out_dir, &profile.name, "build-timeout", &why);
             return Ok(exit::SKIP);
         }
         Err(GateError::GpuUnknown(why)) => {
@@ -529,6 +553,43 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         }
     }
     Ok(exit_of(record.verdict))
+}
+
+/// `gauntlet build`: the profile's build step alone; exit 1 when it fails, 3 when it ran past its cap.
+fn build(path: Option<&Path>, profile: Option<&str>, out: Option<PathBuf>) -> Result<u8, Failure> {
+    let manifest = load_manifest(path)?;
+    let profile = select_profile(&manifest, profile, None)?;
+    let out_dir = out.unwrap_or_else(|| default_out_dir(&format!("{}-build", profile.name)));
+    match gauntlet_engine::session::build_only(&profile, &out_dir) {
+        Ok(None) => {
+            println!("profile `{}`: its server has no build step", profile.name);
+            Ok(exit::OK)
+        }
+        Ok(Some(o)) => {
+            let r = &o.record;
+            let what = if r.ran { "built" } else { "up to date (source and commands unchanged), skipped" };
+            println!("server `{}`: {what} in {:.2}s; log: {}", r.server, r.seconds, out_dir.join(&r.log).display());
+            match &o.failed {
+                None => Ok(exit::OK),
+                Some((argv, tail)) => {
+                    eprintln!(
+                        "gauntlet: build failed: `{}` ended with {}",
+                        argv.join(" "),
+                        r.exit.as_deref().unwrap_or("?")
+                    );
+                    for line in tail {
+                        eprintln!("  {line}");
+                    }
+                    Ok(exit::FAIL)
+                }
+            }
+        }
+        Err(GateError::BuildTimeout(why)) => {
+            eprintln!("gauntlet: skipped: {why}");
+            Ok(exit::SKIP)
+        }
+        Err(e) => Err(Failure::BadInput(e.to_string())),
+    }
 }
 
 /// A skip-cache hit's remembered run.json and report.md, and `reused.json` saying where they come from.
@@ -575,7 +636,7 @@ fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
 fn or_skip<T>(result: Result<T, GateError>) -> Result<Option<T>, Failure> {
     match result {
         Ok(x) => Ok(Some(x)),
-        Err(GateError::GpuBusy(why)) => {
+        Err(GateError::GpuBusy(why) | GateError::BuildTimeout(why)) => {
             eprintln!("gauntlet: skipped: {why}");
             Ok(None)
         }
