@@ -19,4 +19,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build every binary first: the fault tests start the fake server from the target directory.
 cargo build --workspace --locked
 cargo nextest run --workspace --locked --no-fail-fast -E 'not binary(real_server)'
+# The native llama-server is built by gauntlet's own build step (capped, skipped when its source is unchanged).
+target/debug/gauntlet build --profile native --out target/native-build
 cargo nextest run --workspace --locked --no-fail-fast -E 'binary(real_server)' --test-threads 1
