@@ -214,7 +214,9 @@ fn unchanged_source_is_not_rebuilt_and_the_binary_digest_is_in_the_identity() {
     let manifest = build_manifest(dir.path(), &tag, &build);
     let first = run(&manifest, &dir.path().join("one"));
     assert_eq!(first.code, 0, "{}", first.explain());
+    assert_eq!(first.case("alpha")["status"], "pass", "the built server ran the suite\n{}", first.explain());
     let rec = first.record.as_ref().unwrap();
+    assert_eq!(rec["server"]["loaded"], true, "{}", rec["server"]);
     assert_eq!(rec["build"]["ran"], true, "{}", rec["build"]);
     let sha = gauntlet_engine::util::sha256_file(&fake).unwrap();
     assert_eq!(rec["identity"]["build"]["binary_sha256"], sha.as_str());
@@ -224,6 +226,7 @@ fn unchanged_source_is_not_rebuilt_and_the_binary_digest_is_in_the_identity() {
 
     let second = run(&manifest, &dir.path().join("two"));
     assert_eq!(second.code, 0, "{}", second.explain());
+    assert_eq!(second.case("alpha")["status"], "pass", "{}", second.explain());
     let rec2 = second.record.as_ref().unwrap();
     assert_eq!(rec2["build"]["ran"], false, "unchanged source: skipped\n{}", rec2["build"]);
     assert_eq!(rec2["identity_digest"], rec["identity_digest"]);

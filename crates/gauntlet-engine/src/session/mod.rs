@@ -247,6 +247,7 @@ impl Session {
                 (None, Some(spec)) => Some(crate::build::run(spec, &s.binary, opts.out_dir)?),
                 (None, None) => None,
             };
+            let mut build_failed = false;
             if let Some(o) = &outcome {
                 let what = if o.record.ran { "ran" } else { "skipped (source and commands unchanged)" };
                 life.event("build", format!("{what} in {:.2}s", o.record.seconds));
@@ -260,18 +261,18 @@ impl Session {
                     );
                     life.finding("build-failed", Severity::Fail, what.clone(), None);
                     session.load = Err(format!("the build of server `{}` failed", o.record.server));
+                    build_failed = true;
                 } else if let Some(problem) = crate::manifest::executable_problem(&s.binary) {
                     let what = format!("the build of server `{}` ended but left no server: {problem}", o.record.server);
                     life.finding("build-failed", Severity::Fail, what, None);
                     session.load = Err(format!("the build of server `{}` left no binary", o.record.server));
+                    build_failed = true;
                 }
             }
             session.build_identity =
                 Some(crate::build::identity_member(&s.binary, s.build.as_ref(), outcome.as_ref(), &crate::home_dir()));
-            let failed =
-                outcome.as_ref().is_some_and(|o| o.failed.is_some()) || session.load.is_err() && outcome.is_some();
             session.build = outcome;
-            if failed {
+            if build_failed {
                 session.life = life;
                 return Ok(session);
             }

@@ -154,6 +154,9 @@ pub(super) async fn wait_ready(
         "temperature": 0,
     });
     let mut last = String::from("no answer yet");
+    // Polls fast at first (a small model is ready in well under a second) and backs off to 100 ms: the poll's
+    // granularity is measured as load time.
+    let mut pause = Duration::from_millis(10);
     loop {
         if let Some(p) = process.as_deref_mut()
             && let Some(status) = p.exited()
@@ -189,7 +192,8 @@ pub(super) async fn wait_ready(
             Ok(code) => last = format!("health answered HTTP {code}"),
             Err(e) => last = format!("health: {e}"),
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 3 / 2).min(Duration::from_millis(100));
     }
 }
 
