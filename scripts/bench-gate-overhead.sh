@@ -5,12 +5,13 @@
 # grace, checks, writing the outputs). Writes a JSON summary.
 #
 #   scripts/bench-gate-overhead.sh [-n N] [--profile P] [--manifest FILE] [--bin GAUNTLET] [--json OUT]
-#                                  [--fake FAKE_SERVER]
+#                                  [--fake FAKE_SERVER [--device nvidia:N]]
 #
 # Defaults: 10 runs of the embedded `default` profile with target/release/gauntlet, summary in
 # gauntlet-out/gate-overhead.json. Baselines go to a scratch store, so runs do not compare with each other.
 # --fake runs a scratch manifest around the scripted fake server (the embedded suite, instant answers) instead:
 # where a real model is slow (a busy CPU), its load and requests take almost no time and the fixed cost shows.
+# --device binds that profile to a GPU, so the GPU's own costs (NVML, the busy wait) are in the fixed cost.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=10
@@ -19,6 +20,7 @@ manifest=
 bin=$repo/target/release/gauntlet
 json=gauntlet-out/gate-overhead.json
 fake=
+device=cpu
 while [ $# -gt 0 ]; do
   case $1 in
     -n) runs=$2; shift 2 ;;
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
     --fake) fake=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
     *) echo "usage: $0 [-n N] [--profile P] [--manifest FILE] [--bin GAUNTLET] [--json OUT]" >&2; exit 2 ;;
   esac
 done
@@ -58,6 +61,7 @@ port = $port
 server_arguments = ["--lifetime-s", "120"]
 load_timeout = "20s"
 request_timeout = "10s"
+device = "$device"
 TOML
 fi
 args=(run --profile "$profile")

@@ -70,12 +70,27 @@ pub trait Probe {
     fn identity(&self, device: &Device) -> Result<Value, String>;
 }
 
-/// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one. NVML is
-/// initialised on the probe's first NVIDIA query and kept for the probe's life: hold one probe per session.
+/// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one. The real
+/// one is shared by the whole process: NVML is initialised on the first NVIDIA query and kept (its initialisation
+/// is the slow part of a query, and a gate asks several times: identity, busy wait, the server's use).
 pub fn probe() -> Box<dyn Probe> {
+    static REAL: std::sync::OnceLock<RealProbe> = std::sync::OnceLock::new();
     match std::env::var_os("GAUNTLET_FAKE_GPU").filter(|v| !v.is_empty()) {
         Some(dir) => Box::new(DirProbe { dir: dir.into() }),
-        None => Box::new(RealProbe::default()),
+        None => Box::new(Shared(REAL.get_or_init(RealProbe::default))),
+    }
+}
+
+/// The process's one [`RealProbe`].
+struct Shared(&'static RealProbe);
+
+impl Probe for Shared {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+        self.0.holders(device)
+    }
+
+    fn identity(&self, device: &Device) -> Result<Value, String> {
+        self.0.identity(device)
     }
 }
 
