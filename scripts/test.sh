@@ -29,4 +29,6 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build every binary first: the fault tests start the fake server from the target directory.
 cargo build --workspace --locked
 cargo nextest run --workspace --locked --no-fail-fast -E 'not test(/^real_server::/)'
+# The native llama-server is built by gauntlet's own build step (capped, skipped when its source is unchanged).
+target/debug/gauntlet build --profile native --out target/native-build
 cargo nextest run --workspace --locked --no-fail-fast -E 'test(/^real_server::/)' --test-threads 1

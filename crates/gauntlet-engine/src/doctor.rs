@@ -2,7 +2,7 @@
 //! one line (ok / warn / fail) and, when it is not ok, the fix. Nothing here starts a server or changes anything
 //! but gauntlet's own hash memo and a probe file in the store.
 
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 
@@ -191,10 +191,10 @@ fn device(profile: &Profile, probe: &dyn Probe, runtime: &mut Value) -> Check {
 
 fn holders(profile: &Profile, probe: &dyn Probe) -> Check {
     let label = profile.device.label();
-    let own = std::process::id();
-    match probe.holders(&profile.device) {
+    // The session's own rule: gauntlet and an attached server under test are not "others".
+    match crate::session::other_holders(profile, probe) {
         Ok(h) => {
-            let others: Vec<String> = h.iter().filter(|h| h.pid != own).map(ToString::to_string).collect();
+            let others: Vec<String> = h.iter().map(ToString::to_string).collect();
             if others.is_empty() {
                 Check::ok("gpu holders", format!("no other process holds {label}"))
             } else {
@@ -316,8 +316,9 @@ fn model(model: &crate::manifest::ModelSpec, home: &Path, hints: &Hints) -> Chec
 }
 
 fn port(host: &str, port: u16) -> Check {
-    match TcpListener::bind((host, port)) {
-        Ok(_) => Check::ok("port", format!("{host}:{port} is free")),
+    // The same check the session makes before it spawns.
+    match crate::server::check_port_free(host, port) {
+        Ok(()) => Check::ok("port", format!("{host}:{port} is free")),
         Err(e) => Check::warn(
             "port",
             format!("cannot listen on {host}:{port}: {e}"),

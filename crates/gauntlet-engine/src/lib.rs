@@ -2,6 +2,7 @@
 //! and draws the terminal; everything it shows is derived from the run record this library produces.
 
 pub mod bench;
+pub mod build;
 pub mod client;
 pub mod compare;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod sentry;
 pub mod server;
+pub mod session;
 pub mod store;
 pub mod suite;
 pub mod util;

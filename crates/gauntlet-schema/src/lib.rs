@@ -84,6 +84,29 @@ pub struct RunRecord {
     /// What the sentry saw around the run: the kernel-log bracket and the wait for a busy GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentry: Option<SentryRecord>,
+    /// The server's build step (`[servers.NAME.build]`), when it has one: ran or skipped, its time and exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildRecord>,
+}
+
+/// One build step of a spawned server, as `run.json` records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub server: String,
+    /// The argvs, in order.
+    pub commands: Vec<Vec<String>>,
+    /// `true` when the commands ran; `false` when an unchanged source and command made it a no-op.
+    pub ran: bool,
+    pub seconds: f64,
+    /// How the last command that ran ended (`exit code 0`, `signal 9`, `timed out`); absent when skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    pub timeout_seconds: f64,
+    /// Content digest of the build's `source` tree, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_digest: Option<String>,
+    /// The build's output, relative to the run's folder.
+    pub log: String,
 }
 
 /// `skipped.json`: written instead of `run.json` when a run did not start because the infrastructure was not

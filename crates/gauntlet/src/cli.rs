@@ -22,6 +22,16 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// The gate: start the profile's server, run the suite, judge it against a baseline, stop the server.
     Run(RunArgs),
+    /// Run only a profile's build step (`[servers.NAME.build]`), e.g. in CI before the tests.
+    Build {
+        #[arg(long, value_name = "FILE")]
+        manifest: Option<PathBuf>,
+        #[arg(long, short)]
+        profile: Option<String>,
+        /// Where build.log goes (default: a new folder under gauntlet-out/).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Validate a manifest (the embedded default when none is given) and list its profiles.
     Check {
         #[arg(long, value_name = "FILE")]

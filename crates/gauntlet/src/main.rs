@@ -17,6 +17,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),
+        Command::Build { manifest, profile, out } => {
+            commands::build::build(manifest.as_deref(), profile.as_deref(), out)
+        }
         Command::Check { manifest } => commands::check::check(manifest.as_deref()),
         Command::Schema => commands::schema::schema(),
         Command::DefaultManifest => commands::schema::default_manifest(),

@@ -4,6 +4,12 @@
 //! arguments, features, binding, suite, workload, endpoint, template mode). What the change under test is
 //! allowed to change (the server's build, its runtime version) lives in a separate `runtime` record: a difference
 //! there warns, a difference in the identity refuses.
+//!
+//! A spawned server's identity also holds `build = {binary_sha256, source_digest, built}`: the binary's sha256 (a
+//! rebuilt binary with the same version string is a different identity), the source digest it was built from,
+//! and whether gauntlet's build step made it. `identity_digest` is computed WITHOUT the `build` member: a change
+//! under test rebuilds the binary, and its baseline (same recipe, other binary) must still be found; a binary
+//! that differs from the baseline's stays a note (`server-build-differs`, from the runtime record).
 
 use std::path::Path;
 
@@ -68,8 +74,16 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
+/// The digest of an identity: its canonical form without the top-level `build` member (see the module doc).
 pub fn digest(v: &Value) -> String {
-    sha256_hex(canonical(v).as_bytes())
+    match v {
+        Value::Object(m) if m.contains_key("build") => {
+            let mut m = m.clone();
+            m.remove("build");
+            sha256_hex(canonical(&Value::Object(m)).as_bytes())
+        }
+        _ => sha256_hex(canonical(v).as_bytes()),
+    }
 }
 
 /// The identity without its binding: the same recipe on several devices shares this digest ("paired baselines").
@@ -149,6 +163,10 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
         "workload": workload,
     });
     let digest = digest(&value);
+    let mut value = value;
+    if let Target::Spawn(s) = &profile.target {
+        value["build"] = crate::build::identity_member(&s.binary, s.build.as_ref(), None, home);
+    }
     Ok(Identity { value, digest, runtime })
 }
 

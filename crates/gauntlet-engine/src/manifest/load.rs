@@ -90,6 +90,8 @@ pub struct SpawnSpec {
     pub port_flag: String,
     pub arguments: Vec<String>,
     pub environment: BTreeMap<String, String>,
+    /// `[servers.NAME.build]`: gauntlet builds the binary before it starts it.
+    pub build: Option<super::BuildSpec>,
 }
 
 impl SpawnSpec {
@@ -259,6 +261,7 @@ struct ServerDef {
     port_flag: String,
     health_path: String,
     environment: BTreeMap<String, String>,
+    build: Option<super::BuildSpec>,
     missing: Vec<String>,
 }
 
@@ -305,7 +308,11 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             p.error(&path, "expected a table");
             continue;
         };
-        p.unknown_keys(st, &path, &["binary", "model_flag", "host_flag", "port_flag", "health_path", "environment"]);
+        p.unknown_keys(
+            st,
+            &path,
+            &["binary", "model_flag", "host_flag", "port_flag", "health_path", "environment", "build"],
+        );
         let r = Reader::new(st, path.clone());
         let binary = r.required_string(p, "binary").and_then(|b| inside_root(p, &r.at("binary"), root, &b));
         let model_flag = r.string(p, "model_flag").unwrap_or_else(|| "-m".into());
@@ -321,8 +328,16 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             p.error(&r.at("health_path"), "must start with /");
         }
         let environment = r.environment(p, "environment").unwrap_or_default();
+        let build = r.table_of(p, "build").and_then(|bt| {
+            let mut resolve = |p: &mut Problems, at: &str, v: &str| inside_root(p, at, root, v);
+            super::build::read_build(p, name, bt, &r.at("build"), &mut resolve)
+        });
         if let Some(binary) = binary {
-            let missing = executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect();
+            // A server gauntlet builds may not exist yet: its build step makes it (and says so when it does not).
+            let missing = match &build {
+                Some(_) => Vec::new(),
+                None => executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect(),
+            };
             out.insert(
                 name.clone(),
                 ServerDef {
@@ -332,6 +347,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                     port_flag,
                     health_path,
                     environment,
+                    build,
                     missing,
                 },
             );
@@ -453,6 +469,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
                 port_flag: def.port_flag.clone(),
                 arguments,
                 environment: env,
+                build: def.build.clone(),
             })))
         } else {
             None

@@ -1,9 +1,11 @@
 //! TOML → validated profiles. Everything that can be checked before a process starts is checked here, once.
 
+mod build;
 mod fields;
 mod load;
 mod qualify;
 
+pub use build::{BuildSpec, DEFAULT_BUILD_TIMEOUT};
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{

@@ -21,6 +21,7 @@ use crate::identity::Identity;
 use crate::manifest::{Profile, QualitySet, STAGES, Target};
 use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
+use crate::session::{Session, SessionError, SessionOptions};
 use crate::store::{DECISION_VERSION, Decision, DecisionStage};
 use crate::util::{now_rfc3339, sha256_file, write_atomic};
 
@@ -276,48 +277,46 @@ pub fn run_qualify(
     };
     bundle.save()?;
 
-    let (_gpu_lock, _) = crate::run::claim_device(profile, reporter)?;
-    let bracket = crate::sentry::open_kernel_log();
     let rt = crate::util::measuring_runtime();
-    let api_key = match &profile.target {
-        Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
-        Target::Spawn(_) => None,
-    };
-    let client = Client::new(&base_url, api_key.clone());
 
-    // R0: provenance first (nothing starts on a wrong model), then the server and its readiness.
+    // R0: provenance first (nothing starts on a wrong model), then the session: build, GPU, bracket, server,
+    // readiness within the stage's budget.
     let began = bundle.begin("R0", reporter)?;
     let (mut failures, mut data) = provenance(profile, opts);
-    let mut process: Option<ServerProcess> = None;
+    let mut session: Option<Session> = None;
     let mut monitor: Option<Monitor> = None;
     let mut timed_out = false;
-    if failures.is_empty()
-        && let Target::Spawn(s) = &profile.target
-    {
-        crate::server::install_signal_forwarding();
-        match ServerProcess::spawn(s, &dir.join("server.log")) {
-            Ok(p) => process = Some(p),
-            Err(e) => failures.push(format!("the server did not start: {e}")),
+    if failures.is_empty() {
+        let limit = settings.timeout("R0").saturating_sub(began.elapsed()).max(Duration::from_secs(1));
+        let session_opts = SessionOptions { out_dir: dir, ready_limit: Some(limit), built: None, announce_cases: None };
+        match Session::open(profile, session_opts, &rt, reporter) {
+            Ok(s) => session = Some(s),
+            Err(e @ (SessionError::Spawn(_) | SessionError::BuildStart(_))) => {
+                failures.push(format!("the server did not start: {e}"))
+            }
+            Err(e) => return Err(e),
         }
     }
-    if failures.is_empty() {
-        let mut life = crate::run::Lifecycle::new();
-        let limit = settings.timeout("R0").saturating_sub(began.elapsed()).max(Duration::from_secs(1));
-        let ready = rt.block_on(async {
-            tokio::time::timeout(limit, crate::run::wait_ready(&client, profile, process.as_mut(), &mut life)).await
-        });
-        match ready {
-            Err(_) => {
-                timed_out = true;
-                failures.push(format!("not ready within the stage timeout ({limit:.0?})"));
+    if let Some(s) = &mut session {
+        timed_out = s.ready_timed_out;
+        if let Some(b) = &s.build {
+            data["build"] = json!(b.record);
+        }
+        if let Some(b) = &s.build_identity {
+            data["identity_build"] = b.clone();
+        }
+        failures.extend(s.life.findings.iter().filter(|f| f.kind == "build-failed").map(|f| f.message.clone()));
+        match &s.load {
+            Err(why) => {
+                if failures.is_empty() {
+                    failures.push(why.clone());
+                }
             }
-            Ok(Err(why)) => failures.push(why),
-            Ok(Ok(secs)) => {
+            Ok(secs) => {
                 // Sampling starts once the server is ready: a load is not drift.
-                let pid = process.as_ref().map(|p| p.pid());
-                monitor = Some(Monitor::start(profile, dir, &base_url, api_key.clone(), pid, clock));
+                monitor = Some(Monitor::start(profile, dir, &base_url, s.api_key.clone(), s.pid(), clock));
                 data["load_seconds"] = json!(secs);
-                match rt.block_on(client.get_json("props", Duration::from_secs(5))) {
+                match rt.block_on(s.client.get_json("props", Duration::from_secs(5))) {
                     Ok(props) => {
                         let path = dir.join("server-props.json");
                         write_atomic(&path, &serde_json::to_vec_pretty(&props).expect("serializable"))
@@ -328,8 +327,9 @@ pub fn run_qualify(
                 }
             }
         }
-        data["events"] = json!(life.events);
+        data["events"] = json!(s.life.events);
     }
+    let client = session.as_ref().map(|s| s.client.clone()).unwrap_or_else(|| Client::new(&base_url, None));
     let summary = match data["load_seconds"].as_f64() {
         Some(s) if failures.is_empty() => format!("ready after {s:.2}s"),
         _ if failures.is_empty() => "ready (attached)".into(),
@@ -350,7 +350,7 @@ pub fn run_qualify(
         }
         let began = bundle.begin(id, reporter)?;
         if dead.is_none() {
-            dead = rt.block_on(alive(&client, profile, process.as_mut())).err();
+            dead = rt.block_on(alive(&client, profile, session.as_mut().and_then(Session::process_mut))).err();
         }
         if let Some(why) = &dead {
             let outcome = Outcome::judged(
@@ -368,13 +368,13 @@ pub fn run_qualify(
                 "R1" => correctness(&client, profile).await,
                 "R2" => quality(&client, profile).await,
                 "R3" => determinism(&client, profile, &r1_answers).await,
-                "R4" => saturation(&client, profile, process.as_mut(), reporter).await,
+                "R4" => saturation(&client, profile, session.as_mut().and_then(Session::process_mut), reporter).await,
                 _ => {
                     performance(
                         &client,
                         profile,
                         opts.identity,
-                        process.as_mut(),
+                        session.as_mut().and_then(Session::process_mut),
                         opts.baseline.as_ref(),
                         dir,
                         reporter,
@@ -406,21 +406,24 @@ pub fn run_qualify(
                 .unwrap_or_default();
         }
         bundle.finish(id, began, outcome, timed_out, reporter)?;
-        if let Some(p) = process.as_mut()
-            && let Some(status) = p.exited()
-        {
+        if let Some(status) = session.as_mut().and_then(Session::exited) {
             dead = Some(format!("exited ({})", crate::server::describe_exit(status)));
         }
     }
 
     // Down: the monitor stops just before R6, then the server.
     let samples_taken = monitor.map(Monitor::stop).unwrap_or(0);
-    let mut life = crate::run::Lifecycle::new();
-    let stop =
-        process.as_mut().map(|p| crate::run::stop_server(p, profile.stop_grace, dead.is_some(), r0_passed, &mut life));
     drop(rt);
-    let (sentry, sentry_findings) =
-        crate::run::kernel_verdict(profile, process.as_ref(), &opts.identity.runtime, bracket);
+    let (stop, sentry, sentry_findings) = match session {
+        Some(s) => {
+            let (closed, mut findings) = s.close(profile, dead.is_some(), &opts.identity.runtime);
+            // The lifecycle's own findings (killed, stuck, leftover processes) are judged with the kernel's in R6.
+            let lifecycle = closed.life.findings.into_iter().filter(|f| f.kind != "build-failed" && f.kind != "crash");
+            findings.extend(lifecycle);
+            (Some(closed.stop).filter(|s| s != "attached" && s != "not-started"), closed.sentry, findings)
+        }
+        None => (None, gauntlet_schema::SentryRecord::default(), Vec::new()),
+    };
 
     if bundle.report.stage("R6").is_some_and(|s| s.status == "pending") {
         let began = bundle.begin("R6", reporter)?;
@@ -897,6 +900,9 @@ async fn performance(
         baseline: baseline.map(|(_, p)| p.clone()),
         problems: failures.clone(),
         confirmation: None,
+        findings: Vec::new(),
+        sentry: None,
+        build: None,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }
@@ -969,6 +975,8 @@ impl Monitor {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
             let client = Client::new(&base_url, api_key);
             let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&path) else { return 0 };
+            // One GPU probe (one NVML handle) for the monitor's life.
+            let probe = crate::sentry::gpu::probe();
             let every = Duration::from_secs_f64(profile.qualify.monitor_interval_seconds);
             let mut taken = 0;
             loop {
@@ -983,7 +991,9 @@ impl Monitor {
                     Err(e) => (false, Some(e.to_string())),
                 };
                 let gpu_memory_bytes = match pid {
-                    Some(pid) if profile.device.is_gpu() => crate::run::server_on_gpu(&profile, pid).1,
+                    Some(pid) if profile.device.is_gpu() => {
+                        crate::session::server_on_gpu(&profile, probe.as_ref(), pid).1
+                    }
                     _ => None,
                 };
                 let sample = drift::Sample {

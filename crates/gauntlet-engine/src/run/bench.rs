@@ -8,15 +8,15 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::gate::{Lifecycle, claim_device, stop_server, wait_ready};
 use super::{GateError, Reporter, RunEvent};
 use crate::bench::metrics::{self, Event, RunMetrics, Slos, Timeline};
 use crate::bench::stats::{self, Better, Call, Comparison, Rules};
 use crate::client::Client;
 use crate::client::wire::{self, Conn, Endpoint};
 use crate::identity::Identity;
-use crate::manifest::{Profile, Target};
+use crate::manifest::Profile;
 use crate::server::ServerProcess;
+use crate::session::{Session, SessionOptions};
 
 /// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
 /// to open their own connection. Versions 1 and 2 are still read.
@@ -204,6 +204,16 @@ pub struct BenchRecord {
     /// A regression measured again (`bench --confirm`): what the re-run said and what stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
+    /// The server's lifecycle findings (killed, stuck, leftover processes, build) and the sentry's; a `fail` among
+    /// them fails the bench.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<gauntlet_schema::Finding>,
+    /// What the kernel-log bracket and the GPU wait saw around the bench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentry: Option<gauntlet_schema::SentryRecord>,
+    /// The server's build step, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<gauntlet_schema::BuildRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -296,53 +306,48 @@ pub fn run_bench(
     out_dir: &Path,
     reporter: &mut dyn Reporter,
 ) -> Result<BenchRecord, GateError> {
-    std::fs::create_dir_all(out_dir).map_err(|source| GateError::Out { path: out_dir.into(), source })?;
     let started_at = crate::util::now_rfc3339();
-    let (_lock, _) = claim_device(profile, reporter)?;
-    let (base_url, mut process) = match &profile.target {
-        Target::Spawn(s) => {
-            crate::server::install_signal_forwarding();
-            (s.base_url(), Some(ServerProcess::spawn(s, &out_dir.join("server.log"))?))
-        }
-        Target::Attach(a) => (a.base_url.clone(), None),
-    };
-    let mut life = Lifecycle::new();
     let rt = crate::util::measuring_runtime();
-    let api_key = match &profile.target {
-        Target::Attach(a) => a.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()),
-        Target::Spawn(_) => None,
-    };
-    let client = Client::new(&base_url, api_key);
-    reporter.event(&RunEvent::Loading);
-    let load = rt.block_on(wait_ready(&client, profile, process.as_mut(), &mut life));
+    let opts = SessionOptions { out_dir, ready_limit: None, built: None, announce_cases: None };
+    let mut session = Session::open(profile, opts, &rt, reporter)?;
+    let (mut identity_value, mut runtime) = (identity.value.clone(), identity.runtime.clone());
+    crate::session::stamp_build(session.build_identity.as_ref(), &mut identity_value, &mut runtime);
+    let loaded = session.loaded();
     let mut problems: Vec<String> = Vec::new();
     let mut levels = Vec::new();
-    match &load {
+    match &session.load {
         Err(why) => problems.push(format!("the server did not load: {why}")),
         Ok(_) => {
-            let (measured, died) = rt.block_on(measure(&client, profile, workload, process.as_mut(), reporter));
+            let client = session.client.clone();
+            let (measured, died) = rt.block_on(measure(&client, profile, workload, session.process_mut(), reporter));
             levels = measured;
             problems.extend(died);
         }
     }
-    let stopped = process.as_mut().map(|p| stop_server(p, profile.stop_grace, false, load.is_ok(), &mut life));
     drop(rt);
+    let build = session.build.as_ref().map(|b| b.record.clone());
+    let (closed, sentry_findings) = session.close(profile, false, &runtime);
+    let mut findings = closed.life.findings;
+    findings.extend(sentry_findings);
     let rules = Rules::default();
-    let (verdict, assessed) = assess(&mut levels, workload, baseline.as_ref().map(|(b, _)| *b), load.is_ok(), &rules);
+    let (mut verdict, assessed) = assess(&mut levels, workload, baseline.as_ref().map(|(b, _)| *b), loaded, &rules);
     problems.extend(assessed);
-    if let Some(stop) = stopped
-        && stop != "terminated"
-    {
-        problems.push(format!("server stop: {stop}"));
+    if closed.stop != "terminated" && closed.stop != "attached" {
+        problems.push(format!("server stop: {}", closed.stop));
+    }
+    // A device fault, a stuck server or a failed build fails the bench whatever its numbers say.
+    for f in findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
+        problems.push(format!("{}: {}", f.kind, f.message));
+        verdict = "fail".into();
     }
     let record = BenchRecord {
         bench_version: BENCH_VERSION,
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
         profile: profile.name.clone(),
         started_at,
-        identity: identity.value.clone(),
+        identity: identity_value,
         identity_digest: identity.digest.clone(),
-        runtime: identity.runtime.clone(),
+        runtime,
         workload: workload.clone(),
         definitions: definitions(),
         levels,
@@ -351,6 +356,9 @@ pub fn run_bench(
         baseline: baseline.map(|(_, p)| p),
         problems,
         confirmation: None,
+        findings,
+        sentry: Some(closed.sentry),
+        build,
     };
     write_bench(&record, out_dir)?;
     Ok(record)

@@ -11,7 +11,5 @@ pub use bench::{
 };
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
-pub(crate) use gate::{
-    Lifecycle, answer_case, claim_device, kernel_verdict, new_case_record, server_on_gpu, stop_server, wait_ready,
-};
+pub(crate) use gate::{answer_case, new_case_record};
 pub use outputs::{write_baseline, write_outputs};

@@ -70,11 +70,27 @@ pub trait Probe {
     fn identity(&self, device: &Device) -> Result<Value, String>;
 }
 
-/// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one.
+/// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one. The real
+/// one is shared by the whole process: NVML is initialised on the first NVIDIA query and kept (its initialisation
+/// is the slow part of a query, and a gate asks several times: identity, busy wait, the server's use).
 pub fn probe() -> Box<dyn Probe> {
+    static REAL: std::sync::OnceLock<RealProbe> = std::sync::OnceLock::new();
     match std::env::var_os("GAUNTLET_FAKE_GPU").filter(|v| !v.is_empty()) {
         Some(dir) => Box::new(DirProbe { dir: dir.into() }),
-        None => Box::new(RealProbe),
+        None => Box::new(Shared(REAL.get_or_init(RealProbe::default))),
+    }
+}
+
+/// The process's one [`RealProbe`].
+struct Shared(&'static RealProbe);
+
+impl Probe for Shared {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+        self.0.holders(device)
+    }
+
+    fn identity(&self, device: &Device) -> Result<Value, String> {
+        self.0.identity(device)
     }
 }
 
@@ -82,13 +98,22 @@ fn comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_owned()).unwrap_or_default()
 }
 
-/// NVML for NVIDIA, sysfs for AMD.
-pub struct RealProbe;
+/// NVML for NVIDIA (one handle, initialised once), sysfs for AMD.
+#[derive(Default)]
+pub struct RealProbe {
+    nvml: std::sync::OnceLock<Result<nvml_wrapper::Nvml, String>>,
+}
 
 impl RealProbe {
-    fn nvml() -> Result<nvml_wrapper::Nvml, String> {
-        nvml_wrapper::Nvml::init()
-            .map_err(|e| format!("NVML unavailable ({e}): is the NVIDIA driver installed and libnvidia-ml.so visible?"))
+    fn nvml(&self) -> Result<&nvml_wrapper::Nvml, String> {
+        self.nvml
+            .get_or_init(|| {
+                nvml_wrapper::Nvml::init().map_err(|e| {
+                    format!("NVML unavailable ({e}): is the NVIDIA driver installed and libnvidia-ml.so visible?")
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -97,7 +122,7 @@ impl Probe for RealProbe {
         match device {
             Device::Cpu => Ok(Vec::new()),
             Device::Nvidia(i) => {
-                let nvml = Self::nvml()?;
+                let nvml = self.nvml()?;
                 let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
                 let procs =
                     dev.running_compute_processes().map_err(|e| format!("nvidia:{i}: compute processes: {e}"))?;
@@ -123,7 +148,7 @@ impl Probe for RealProbe {
         match device {
             Device::Cpu => Ok(Value::Null),
             Device::Nvidia(i) => {
-                let nvml = Self::nvml()?;
+                let nvml = self.nvml()?;
                 let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
                 let ok = |r: Result<String, _>| r.ok();
                 Ok(json!({
@@ -266,14 +291,15 @@ pub enum Wait {
     Unknown(String),
 }
 
-/// Polls until no process other than our own holds the device, for at most `limit`.
-pub fn wait_until_free(probe: &dyn Probe, device: &Device, limit: Duration, every: Duration) -> Wait {
+/// Polls until no process other than our own and those in `exclude` (the server under test) holds the device, for
+/// at most `limit`. The first poll is immediate; later ones every `every`.
+pub fn wait_until_free(probe: &dyn Probe, device: &Device, limit: Duration, every: Duration, exclude: &[u32]) -> Wait {
     let start = Instant::now();
     let mut seen: Vec<Holder> = Vec::new();
     loop {
         let own = std::process::id();
         let holders = match probe.holders(device) {
-            Ok(h) => h.into_iter().filter(|h| h.pid != own).collect::<Vec<_>>(),
+            Ok(h) => h.into_iter().filter(|h| h.pid != own && !exclude.contains(&h.pid)).collect::<Vec<_>>(),
             Err(why) => return Wait::Unknown(why),
         };
         if holders.is_empty() {

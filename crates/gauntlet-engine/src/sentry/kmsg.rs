@@ -341,7 +341,8 @@ impl Bracket {
                         if t_obs.lock().map(|o| o.broken.is_some()).unwrap_or(true) {
                             break;
                         }
-                        source.wait(Duration::from_millis(100));
+                        // Short: the wait ends early on data, and its length is how long a stop waits for the reader.
+                        source.wait(Duration::from_millis(20));
                     }
                 }
                 (source, cursor)

@@ -83,25 +83,43 @@ impl ServerProcess {
     pub fn spawn(spec: &SpawnSpec, log_path: &Path) -> Result<ServerProcess, SpawnError> {
         check_port_free(&spec.host, spec.port)?;
         let log = File::create(log_path).map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
+        ServerProcess::spawn_group(&spec.command(), &spec.environment, None, log, log_path)
+    }
+
+    /// Starts `argv` (never through a shell) as the leader of a new process group, with the allow-listed
+    /// environment plus `environment`, its output into `log`. Servers and build steps share this supervision.
+    pub(crate) fn spawn_group(
+        argv: &[String],
+        environment: &std::collections::BTreeMap<String, String>,
+        cwd: Option<&Path>,
+        log: File,
+        log_path: &Path,
+    ) -> Result<ServerProcess, SpawnError> {
         let log2 = log.try_clone().map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
-        let argv = spec.command();
-        let mut cmd = Command::new(&argv[0]);
+        let Some(program) = argv.first() else {
+            return Err(SpawnError::Exec { binary: String::new(), source: std::io::Error::other("empty argv") });
+        };
+        let mut cmd = Command::new(program);
         cmd.args(&argv[1..])
             .env_clear()
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2))
             .process_group(0);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
         for key in ENV_ALLOW {
             if let Some(v) = std::env::var_os(key) {
                 cmd.env(key, v);
             }
         }
-        cmd.envs(&spec.environment);
+        cmd.envs(environment);
         // Register before the group exists, under a lock the signal thread also takes, so there is no moment in
         // which Ctrl-C could miss a freshly started group.
+        super::signals::install();
         let guard = signals::lock();
-        let child = cmd.spawn().map_err(|source| SpawnError::Exec { binary: argv[0].clone(), source })?;
+        let child = cmd.spawn().map_err(|source| SpawnError::Exec { binary: program.clone(), source })?;
         let pgid = child.id() as i32;
         signals::register(guard, pgid);
         Ok(ServerProcess {
@@ -169,7 +187,8 @@ impl ServerProcess {
         (outcome, leftovers)
     }
 
-    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+    /// Waits for the leader to exit, at most until `deadline`; polls every few milliseconds.
+    pub(crate) fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
         loop {
             if let Some(status) = self.exited() {
                 return Some(status);
@@ -177,7 +196,7 @@ impl ServerProcess {
             if Instant::now() >= deadline {
                 return None;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5).min(deadline.saturating_duration_since(Instant::now())));
         }
     }
 

@@ -113,6 +113,7 @@ fn record() -> (RunRecord, RunRecord) {
             identity_digest: "abc".into(),
         }),
         sentry: None,
+        build: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

@@ -235,7 +235,7 @@ fn busy_gpu_waits_then_frees_or_skips_and_unknown_fails_closed() {
     let dev = Device::parse("nvidia:0").unwrap();
     let dir = fake_gpu(&[(4242, "python3")]);
     let probe = DirProbe { dir: dir.path().to_owned() };
-    match gpu::wait_until_free(&probe, &dev, Duration::from_millis(300), Duration::from_millis(20)) {
+    match gpu::wait_until_free(&probe, &dev, Duration::from_millis(300), Duration::from_millis(20), &[]) {
         Wait::Busy { holders, .. } => assert_eq!(holders[0].to_string(), "pid 4242 (python3)"),
         other => panic!("{other:?}"),
     }
@@ -244,7 +244,7 @@ fn busy_gpu_waits_then_frees_or_skips_and_unknown_fails_closed() {
         std::thread::sleep(Duration::from_millis(150));
         std::fs::remove_file(holder).unwrap();
     });
-    match gpu::wait_until_free(&probe, &dev, Duration::from_secs(20), Duration::from_millis(20)) {
+    match gpu::wait_until_free(&probe, &dev, Duration::from_secs(20), Duration::from_millis(20), &[]) {
         Wait::Free { waited, seen } => {
             assert!(waited >= Duration::from_millis(100));
             assert_eq!(seen.len(), 1);
@@ -254,7 +254,7 @@ fn busy_gpu_waits_then_frees_or_skips_and_unknown_fails_closed() {
     freer.join().unwrap();
     std::fs::write(dir.path().join("unknown"), "NVML: insufficient permissions").unwrap();
     assert_eq!(
-        gpu::wait_until_free(&probe, &dev, Duration::from_secs(1), Duration::from_millis(20)),
+        gpu::wait_until_free(&probe, &dev, Duration::from_secs(1), Duration::from_millis(20), &[]),
         Wait::Unknown("NVML: insufficient permissions".into())
     );
     for bad in ["gpu", "nvidia", "nvidia:x", "tpu:0"] {

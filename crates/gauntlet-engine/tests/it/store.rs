@@ -55,6 +55,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
         },
         baseline: None,
         sentry: None,
+        build: None,
     }
 }
 

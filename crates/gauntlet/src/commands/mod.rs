@@ -4,6 +4,7 @@
 
 pub(crate) mod baseline;
 pub(crate) mod bench;
+pub(crate) mod build;
 pub(crate) mod check;
 pub(crate) mod compare;
 pub(crate) mod doctor;
@@ -98,7 +99,8 @@ pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
 /// closed (1); a server that cannot start or a missing API key is bad input (2).
 pub(crate) fn gate_failure(e: GateError) -> Failure {
     match e {
-        GateError::GpuBusy(why) => Failure::infrastructure(why),
+        GateError::GpuBusy(why) | GateError::BuildTimeout(why) => Failure::infrastructure(why),
+        GateError::BuildStart(why) => Failure::bad_input(why),
         GateError::GpuUnknown(why) => Failure::fail_closed(why),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
         GateError::Spawn(_) | GateError::ApiKey(_) => Failure::bad_input(e.to_string()),

@@ -25,6 +25,14 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         return Err(Failure::bad_input("--note and --trusted mean something only with --promote"));
     }
     let home = gauntlet_engine::home_dir();
+    let out_dir = args.out.clone().unwrap_or_else(|| default_out_dir(&profile.name));
+    // The build comes first: the binary it makes is part of the identity and of the skip-cache key.
+    let built = gauntlet_engine::session::build_only(&profile, &out_dir).map_err(|e| {
+        if let GateError::BuildTimeout(why) = &e {
+            write_skip(&out_dir, &profile.name, "build-timeout", why);
+        }
+        gate_failure(e)
+    })?;
     let identity = identity_of(&profile)?;
     let store_dir = default_store_dir(args.store.as_deref(), manifest.store.as_deref());
     let store = Store::open(&store_dir).map_err(store_failure)?;
@@ -82,19 +90,18 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         return Ok(Exit::Pass);
     }
 
-    let out_dir = match args.out {
-        Some(d) => d,
-        None => default_out_dir(&profile.name),
-    };
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let opts = GateOptions {
         out_dir: &out_dir,
         identity: &identity,
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
+        built,
     };
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| {
-        if let GateError::GpuBusy(why) = &e {
-            write_skip(&out_dir, &profile.name, "gpu-busy", why);
+        match &e {
+            GateError::GpuBusy(why) => write_skip(&out_dir, &profile.name, "gpu-busy", why),
+            GateError::BuildTimeout(why) => write_skip(&out_dir, &profile.name, "build-timeout", why),
+            _ => {}
         }
         gate_failure(e)
     })?;

@@ -9,3 +9,4 @@ mod exit_codes;
 mod faults;
 mod real_server;
 mod schema;
+mod session;

@@ -1,0 +1,442 @@
+//! One server session: the single owner of a server's lifecycle for the gate, bench and qualify (doctor shares
+//! its device, holder and port checks). Nothing else spawns or stops a server.
+//!
+//! [`Session::open`] does, in this order:
+//! 1. the build step, when the server has one (`crate::build`): a failed build ends the session before anything
+//!    starts; a build past its cap is infrastructure ([`SessionError::BuildTimeout`]);
+//! 2. the busy-GPU wait (after the host lock), never counting the server under test: for an attached server the
+//!    processes that own the listening port of its `base_url` are left out (where they cannot be found, a note
+//!    says so and every holder counts);
+//! 3. the kernel-log bracket is opened;
+//! 4. the server is spawned (its own process group) or attached to;
+//! 5. readiness: health 200 and one tiny real generation, bounded by the load timeout.
+//!
+//! The issue sketched the bracket and the GPU wait after readiness. They come before the spawn here on purpose:
+//! a fault while the model loads (an Xid on the first allocation, an amdgpu page fault) must fall inside the
+//! bracket, and before the spawn our own server is not yet on the GPU, so the wait cannot mistake it for someone
+//! else. The readiness clock starts at the spawn, so neither adds to the load time.
+//!
+//! [`Session::close`] stops the server (SIGTERM → grace → SIGKILL → stuck), kills what of its group outlived it,
+//! closes the bracket after a short recorded grace, and returns every event and finding. One GPU probe (one NVML
+//! handle) serves the whole session. The session must never write to the terminal (it reports [`RunEvent`]s) and
+//! never decide a verdict.
+
+mod port_owner;
+mod steps;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gauntlet_schema::{Finding, SentryRecord, ServerEvent, Severity};
+use serde_json::Value;
+
+use crate::build::{BuildError, BuildOutcome};
+use crate::client::Client;
+use crate::manifest::{Profile, Target};
+use crate::sentry::gpu;
+use crate::server::{ServerProcess, SpawnError};
+
+pub use port_owner::server_pids;
+pub use steps::OnGpu;
+pub(crate) use steps::server_build_info;
+pub(crate) use steps::server_on_gpu;
+
+/// After the server stopped, the kernel log stays open this long. Teardown faults of a process (NVIDIA Xid 45,
+/// amdgpu queue-eviction failures) are logged while the driver releases its device files, which happens as the
+/// process exits and before its parent can reap it; by the time the stop returns they are in the ring, and the
+/// final drain reads to its end. The grace only covers a driver that logs from a deferred worker a moment later.
+pub const KERNEL_LOG_GRACE: Duration = Duration::from_millis(50);
+
+/// Progress, for whatever view the caller has (terminal bar, plain lines, nothing).
+#[derive(Debug, Clone)]
+pub enum RunEvent {
+    Started {
+        profile: String,
+        cases: usize,
+        base_url: String,
+    },
+    Loading,
+    Loaded {
+        seconds: Option<f64>,
+    },
+    LoadFailed {
+        reason: String,
+    },
+    CaseFinished {
+        index: usize,
+        total: usize,
+        case: Box<gauntlet_schema::CaseRecord>,
+    },
+    Stopping,
+    Finished {
+        verdict: gauntlet_schema::Verdict,
+    },
+    /// Something worth a line of its own (the GPU was busy and freed, say).
+    Note(String),
+}
+
+pub trait Reporter {
+    fn event(&mut self, event: &RunEvent);
+}
+
+/// A reporter that ignores everything (tests, scripts).
+pub struct Silent;
+impl Reporter for Silent {
+    fn event(&mut self, _: &RunEvent) {}
+}
+
+/// Why a session did not open: problems with the inputs (exit 2), or infrastructure that was not there (the GPU
+/// stayed busy, a build ran past its cap: exit 3), or a GPU whose holders cannot be told (fail closed, exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("api key variable `{0}` is not set")]
+    ApiKey(String),
+    #[error("cannot create output directory `{path}`: {source}")]
+    Out { path: PathBuf, source: std::io::Error },
+    /// Someone else still holds the GPU after the wait: the run is skipped, not failed.
+    #[error("{0}")]
+    GpuBusy(String),
+    /// Whether the GPU is free cannot be told: fail closed rather than measure on a shared device.
+    #[error("{0}")]
+    GpuUnknown(String),
+    /// The build ran past its cap and was stopped: infrastructure, the run is skipped.
+    #[error("{0}")]
+    BuildTimeout(String),
+    /// The build could not start (a missing program, an unwritable build directory).
+    #[error("{0}")]
+    BuildStart(String),
+}
+
+impl From<BuildError> for SessionError {
+    fn from(e: BuildError) -> SessionError {
+        match e {
+            BuildError::TimedOut { .. } => SessionError::BuildTimeout(e.to_string()),
+            BuildError::Start { .. } => SessionError::BuildStart(e.to_string()),
+        }
+    }
+}
+
+/// The server's events and the lifecycle findings, on the session's clock.
+pub struct Lifecycle {
+    pub started: Instant,
+    pub events: Vec<ServerEvent>,
+    pub findings: Vec<Finding>,
+}
+
+impl Lifecycle {
+    pub fn new() -> Lifecycle {
+        Lifecycle { started: Instant::now(), events: Vec::new(), findings: Vec::new() }
+    }
+
+    pub fn event(&mut self, kind: &str, detail: impl Into<String>) {
+        self.events.push(ServerEvent {
+            at: self.started.elapsed().as_secs_f64(),
+            kind: kind.into(),
+            detail: detail.into(),
+        });
+    }
+
+    pub fn finding(&mut self, kind: &str, severity: Severity, message: impl Into<String>, case: Option<&str>) {
+        self.findings.push(Finding {
+            kind: kind.into(),
+            severity,
+            message: message.into(),
+            case: case.map(str::to_owned),
+        });
+    }
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle::new()
+    }
+}
+
+pub struct SessionOptions<'a> {
+    /// The run's folder: `server.log` and `build.log` go here.
+    pub out_dir: &'a Path,
+    /// A cap on readiness below the load timeout (a qualification's R0 stage budget).
+    pub ready_limit: Option<Duration>,
+    /// The build already done by the caller (`gauntlet run` builds before its skip-cache lookup).
+    pub built: Option<BuildOutcome>,
+    /// Announce a `Started` event with this many cases (the gate).
+    pub announce_cases: Option<usize>,
+}
+
+/// An open session. Dropping it without [`Session::close`] still kills the server group (see `crate::server`).
+pub struct Session {
+    pub base_url: String,
+    /// The spawned server's argv (empty when attached).
+    pub command: Vec<String>,
+    pub api_key: Option<String>,
+    pub client: Client,
+    pub life: Lifecycle,
+    /// Readiness: the load seconds (None when attached), or why it failed.
+    pub load: Result<Option<f64>, String>,
+    /// Readiness was cut by `ready_limit`.
+    pub ready_timed_out: bool,
+    pub build: Option<BuildOutcome>,
+    /// `identity.build` of a spawned server (see `crate::identity`).
+    pub build_identity: Option<Value>,
+    /// Seconds waited for the GPU and who held it meanwhile.
+    pub gpu_wait: Option<(f64, Vec<String>)>,
+    pub(crate) process: Option<ServerProcess>,
+    bracket: Option<Result<crate::sentry::kmsg::Bracket, String>>,
+    probe: Box<dyn gpu::Probe>,
+    _lock: Option<gpu::HostLock>,
+}
+
+/// What [`Session::close`] hands back.
+pub struct Closed {
+    /// `terminated`, `killed`, `stuck`, `crashed`, `attached`, or `not-started`.
+    pub stop: String,
+    pub sentry: SentryRecord,
+    pub life: Lifecycle,
+    pub pid: Option<u32>,
+    pub log_tail: Vec<String>,
+}
+
+impl Session {
+    /// Build → busy-GPU wait → kernel-log bracket → spawn or attach → readiness (see the module doc). Readiness
+    /// runs on `rt`. A failed build or readiness is not an error: the session is open with `load` saying why.
+    pub fn open(
+        profile: &Profile,
+        opts: SessionOptions,
+        rt: &tokio::runtime::Runtime,
+        reporter: &mut dyn Reporter,
+    ) -> Result<Session, SessionError> {
+        let mut life = Lifecycle::new();
+        std::fs::create_dir_all(opts.out_dir)
+            .map_err(|source| SessionError::Out { path: opts.out_dir.into(), source })?;
+        let api_key = match &profile.target {
+            Target::Attach(a) => match &a.api_key_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| SessionError::ApiKey(var.clone()))?),
+                None => None,
+            },
+            Target::Spawn(_) => None,
+        };
+        let (base_url, command) = match &profile.target {
+            Target::Spawn(s) => (s.base_url(), s.command()),
+            Target::Attach(a) => (a.base_url.clone(), Vec::new()),
+        };
+        let client = Client::new(&base_url, api_key.clone());
+        let probe = gpu::probe();
+        let mut session = Session {
+            base_url,
+            command,
+            api_key,
+            client,
+            life: Lifecycle::new(),
+            load: Err("not started".into()),
+            ready_timed_out: false,
+            build: None,
+            build_identity: None,
+            gpu_wait: None,
+            process: None,
+            bracket: None,
+            probe,
+            _lock: None,
+        };
+
+        // 1. Build.
+        if let Target::Spawn(s) = &profile.target {
+            let outcome = match (opts.built, &s.build) {
+                (Some(done), _) => Some(done),
+                (None, Some(spec)) => Some(crate::build::run(spec, &s.binary, opts.out_dir)?),
+                (None, None) => None,
+            };
+            let mut build_failed = false;
+            if let Some(o) = &outcome {
+                let what = if o.record.ran { "ran" } else { "skipped (source and commands unchanged)" };
+                life.event("build", format!("{what} in {:.2}s", o.record.seconds));
+                if let Some((argv, tail)) = &o.failed {
+                    let what = format!(
+                        "the build of server `{}` failed: `{}` ended with {}; last lines of build.log:\n{}",
+                        o.record.server,
+                        argv.join(" "),
+                        o.record.exit.as_deref().unwrap_or("?"),
+                        tail.join("\n")
+                    );
+                    life.finding("build-failed", Severity::Fail, what.clone(), None);
+                    session.load = Err(format!("the build of server `{}` failed", o.record.server));
+                    build_failed = true;
+                } else if let Some(problem) = crate::manifest::executable_problem(&s.binary) {
+                    let what = format!("the build of server `{}` ended but left no server: {problem}", o.record.server);
+                    life.finding("build-failed", Severity::Fail, what, None);
+                    session.load = Err(format!("the build of server `{}` left no binary", o.record.server));
+                    build_failed = true;
+                }
+            }
+            session.build_identity =
+                Some(crate::build::identity_member(&s.binary, s.build.as_ref(), outcome.as_ref(), &crate::home_dir()));
+            session.build = outcome;
+            if build_failed {
+                session.life = life;
+                return Ok(session);
+            }
+        }
+
+        // 2. The GPU, never counting the server under test.
+        let exclude = match &profile.target {
+            Target::Attach(_) if profile.device.is_gpu() => match server_pids(&session.base_url) {
+                Ok(pids) => pids,
+                Err(why) => {
+                    reporter.event(&RunEvent::Note(format!(
+                        "cannot tell which process serves {} ({why}): every process on {} counts as busy",
+                        session.base_url,
+                        profile.device.label()
+                    )));
+                    Vec::new()
+                }
+            },
+            _ => Vec::new(),
+        };
+        let (lock, wait) = steps::claim_device(profile, session.probe.as_ref(), &exclude, reporter)?;
+        session._lock = lock;
+        session.gpu_wait = wait;
+
+        // 3. The bracket, then 4. the server.
+        session.bracket = Some(crate::sentry::open_kernel_log());
+        match &profile.target {
+            Target::Spawn(s) => {
+                let p = ServerProcess::spawn(s, &opts.out_dir.join("server.log"))?;
+                life.event("spawned", format!("pid {}", p.pid()));
+                session.process = Some(p);
+            }
+            Target::Attach(_) => life.event("attached", session.base_url.clone()),
+        }
+        if let Some(cases) = opts.announce_cases {
+            reporter.event(&RunEvent::Started {
+                profile: profile.name.clone(),
+                cases,
+                base_url: session.base_url.clone(),
+            });
+        }
+
+        // 5. Readiness.
+        reporter.event(&RunEvent::Loading);
+        let ready = steps::wait_ready(&session.client, profile, session.process.as_mut(), &mut life);
+        session.load = match opts.ready_limit {
+            Some(limit) => match rt.block_on(async { tokio::time::timeout(limit, ready).await }) {
+                Ok(r) => r,
+                Err(_) => {
+                    session.ready_timed_out = true;
+                    Err(format!("not ready within the stage timeout ({limit:.0?})"))
+                }
+            },
+            None => rt.block_on(ready),
+        };
+        match &session.load {
+            Ok(seconds) => reporter.event(&RunEvent::Loaded { seconds: *seconds }),
+            Err(reason) => reporter.event(&RunEvent::LoadFailed { reason: reason.clone() }),
+        }
+        session.life = life;
+        Ok(session)
+    }
+
+    pub fn loaded(&self) -> bool {
+        self.load.is_ok()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(ServerProcess::pid)
+    }
+
+    pub fn spawned(&self) -> bool {
+        self.process.is_some()
+    }
+
+    /// The spawned server's exit status once it exited (non-blocking); None while it runs or when attached.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.process.as_mut().and_then(ServerProcess::exited)
+    }
+
+    pub(crate) fn process_mut(&mut self) -> Option<&mut ServerProcess> {
+        self.process.as_mut()
+    }
+
+    /// The server's processes on the bound GPU and their memory, asked while it still runs (see
+    /// [`steps::server_on_gpu`]); None unless a spawned, loaded server runs on a GPU profile.
+    pub fn on_gpu(&self, profile: &Profile) -> Option<steps::OnGpu> {
+        let p = self.process.as_ref()?;
+        (profile.device.is_gpu() && self.loaded()).then(|| steps::server_on_gpu(profile, self.probe.as_ref(), p.pid()))
+    }
+
+    /// Stops the server (a crash already seen is `crashed`), collects leftovers, closes the bracket and judges it
+    /// with the server's stderr. `runtime` names the GPU's PCI address for attribution.
+    pub fn close(mut self, profile: &Profile, crashed: bool, runtime: &Value) -> (Closed, Vec<Finding>) {
+        let loaded = self.loaded();
+        let stop = match self.process.as_mut() {
+            Some(p) => steps::stop_server(p, profile.stop_grace, crashed, loaded, &mut self.life),
+            None if self.build.as_ref().is_some_and(|b| b.failed.is_some()) || self.bracket.is_none() => {
+                "not-started".to_owned()
+            }
+            None => "attached".to_owned(),
+        };
+        let (mut sentry, findings) = match self.bracket.take() {
+            Some(bracket) => {
+                let at = Instant::now();
+                let v = steps::kernel_verdict(profile, self.process.as_ref(), runtime, bracket);
+                self.life.event(
+                    "kernel-log-closed",
+                    format!(
+                        "{:.3}s after the stop (grace {}ms)",
+                        at.elapsed().as_secs_f64(),
+                        KERNEL_LOG_GRACE.as_millis()
+                    ),
+                );
+                v
+            }
+            None => (SentryRecord::default(), Vec::new()),
+        };
+        if let Some((waited, seen)) = self.gpu_wait.take() {
+            sentry.gpu_wait_seconds = Some(waited);
+            sentry.gpu_holders_seen = seen;
+        }
+        let failed = self.life.findings.iter().chain(&findings).any(|f| f.severity == Severity::Fail);
+        let log_tail = match &self.process {
+            Some(p) if failed || !loaded => p.log_tail(40),
+            _ => Vec::new(),
+        };
+        let pid = self.pid();
+        let life = std::mem::take(&mut self.life);
+        (Closed { stop, sentry, life, pid, log_tail }, findings)
+    }
+}
+
+/// Puts the session's `build` member into an identity value, and the binary's digest after the build into the
+/// runtime record (the identity digest is unchanged: it leaves `build` out).
+pub fn stamp_build(build: Option<&Value>, identity: &mut Value, runtime: &mut Value) {
+    let Some(b) = build else { return };
+    if let Value::Object(m) = identity {
+        m.insert("build".into(), b.clone());
+    }
+    if let (Value::Object(r), Some(sha)) = (runtime, b.get("binary_sha256").filter(|v| v.is_string())) {
+        r.insert("server_binary_sha256".into(), sha.clone());
+    }
+}
+
+/// Only the build step of `profile`'s server (`gauntlet build`, and `gauntlet run` before its skip-cache lookup):
+/// None when the server has no build or the profile attaches. A failed build is an outcome, not an error.
+pub fn build_only(profile: &Profile, out_dir: &Path) -> Result<Option<BuildOutcome>, SessionError> {
+    match &profile.target {
+        Target::Spawn(s) => match &s.build {
+            Some(spec) => Ok(Some(crate::build::run(spec, &s.binary, out_dir)?)),
+            None => Ok(None),
+        },
+        Target::Attach(_) => Ok(None),
+    }
+}
+
+/// Doctor's view of the device through the session's checks: holders other than gauntlet and the attached
+/// server under test.
+pub fn other_holders(profile: &Profile, probe: &dyn gpu::Probe) -> Result<Vec<gpu::Holder>, String> {
+    let exclude = match &profile.target {
+        Target::Attach(a) => server_pids(&a.base_url).unwrap_or_default(),
+        Target::Spawn(_) => Vec::new(),
+    };
+    let own = std::process::id();
+    Ok(probe.holders(&profile.device)?.into_iter().filter(|h| h.pid != own && !exclude.contains(&h.pid)).collect())
+}
