@@ -134,7 +134,7 @@ fn generate_history(store_dir: &Path) -> Store {
             prev: prev.clone(),
             kind: None,
             identity_digest: key.clone(),
-            recipe_digest: identity::recipe_digest(&identity),
+            recipe_digest: identity::recipe_digest(&gauntlet_schema::IdentityRecord::from_value(identity.clone())),
             record: digest,
             profile: "default".into(),
             verdict: "pass".into(),

@@ -489,7 +489,7 @@ fn run(args: RunArgs) -> Result<u8, Failure> {
         Ok(r) => r,
         Err(GateError::GpuBusy(why)) => {
             eprintln!("gauntlet: skipped: {why}");
-            write_skip(&out_dir, &profile.name, "gpu-busy", &why);
+            write_skip(&out_dir, &profile.name, gauntlet_schema::SkipKind::GpuBusy, &why);
             return Ok(exit::SKIP);
         }
         Err(GateError::GpuUnknown(why)) => {
@@ -554,11 +554,11 @@ fn exit_of(verdict: Verdict) -> u8 {
 }
 
 /// A skipped run leaves `skipped.json` in its output folder, so a merged report shows it as skipped, not missing.
-fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
+fn write_skip(out_dir: &Path, profile: &str, kind: gauntlet_schema::SkipKind, reason: &str) {
     let skip = gauntlet_schema::SkipRecord {
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
         profile: profile.into(),
-        kind: kind.into(),
+        kind,
         reason: reason.into(),
         at: gauntlet_engine::util::now_rfc3339(),
     };
@@ -735,9 +735,10 @@ fn bench(args: BenchArgs) -> Result<u8, Failure> {
         gauntlet_engine::run::write_bench(&record, &out_dir).map_err(|e| Failure::BadInput(e.to_string()))?;
         let _ = writeln!(out, "confirm: {outcome}");
     }
+    use gauntlet_engine::run::BenchVerdict;
     Ok(match record.final_verdict() {
-        "fail" | "regression" => exit::FAIL,
-        "inconclusive" => exit::INCONCLUSIVE,
+        BenchVerdict::Fail | BenchVerdict::Regression => exit::FAIL,
+        BenchVerdict::Inconclusive => exit::INCONCLUSIVE,
         _ => exit::OK,
     })
 }

@@ -150,7 +150,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
         out,
         "gauntlet bench {}: {} (tokens from {})",
         r.profile,
-        r.verdict.to_uppercase(),
+        r.verdict.as_str().to_uppercase(),
         r.levels.first().and_then(|l| l.metrics["token_source"].as_str()).unwrap_or("?")
     )?;
     writeln!(

@@ -74,7 +74,7 @@ pub fn first_difference(a: &str, b: &str) -> Option<usize> {
 pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     if run.identity_digest != baseline.identity_digest {
-        let fields = identity_differences(&baseline.identity, &run.identity);
+        let fields = identity_differences(&baseline.identity.digest_value(), &run.identity.digest_value());
         out.push(Finding {
             kind: "identity-differs".into(),
             severity: Severity::Warn,
@@ -83,6 +83,14 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         });
     }
     // The server's build is what a gate tests, so a new build is a note; a new driver or runtime warns.
+    for d in crate::identity::build_differences(&baseline.identity, &run.identity) {
+        out.push(Finding {
+            kind: "server-build-differs".into(),
+            severity: Severity::Info,
+            message: format!("identity.{d}"),
+            case: None,
+        });
+    }
     for d in identity_differences(&baseline.runtime, &run.runtime) {
         let server_build = d.starts_with("server_");
         out.push(Finding {

@@ -331,7 +331,7 @@ fn comparison_section(html: &mut String, dir: &Path, q: &Qualification) {
                 c.change * 100.0,
                 c.interval.0 * 100.0,
                 c.interval.1 * 100.0,
-                escape(&c.call)
+                escape(c.call.as_str())
             );
         }
     }

@@ -424,7 +424,7 @@ pub fn run_qualify(
 
     if bundle.report.stage("R6").is_some_and(|s| s.status == "pending") {
         let began = bundle.begin("R6", reporter)?;
-        let outcome = resource_drift(dir, profile, samples_taken, &sentry, &sentry_findings, stop.as_deref());
+        let outcome = resource_drift(dir, profile, samples_taken, &sentry, &sentry_findings, stop.map(|s| s.as_str()));
         bundle.finish("R6", began, outcome, false, reporter)?;
     }
 
@@ -482,7 +482,7 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
         decision_version: DECISION_VERSION,
         run_id: report.run_id,
         profile: report.profile,
-        identity: snapshot["identity"].clone(),
+        identity: gauntlet_schema::IdentityRecord::from_value(snapshot["identity"].clone()),
         identity_digest: report.identity_digest,
         verdict: report.verdict,
         qualified_at: report.finished_at.unwrap_or(report.started_at),

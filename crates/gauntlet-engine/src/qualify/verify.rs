@@ -13,6 +13,8 @@ use super::{
 };
 use crate::manifest::QualifySettings;
 use crate::run::{BenchRecord, Level, Workload};
+use gauntlet_schema::IdentityRecord;
+use gauntlet_schema::bench::Call;
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
 const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, HTML_FILE];
@@ -70,7 +72,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
     if snapshot["run_id"].as_str() != Some(run_id) {
         problems.push(format!("{SNAPSHOT_FILE} belongs to another run (run_id {})", snapshot["run_id"]));
     }
-    let digest = crate::identity::digest(&snapshot["identity"]);
+    let digest = crate::identity::identity_digest(&IdentityRecord::from_value(snapshot["identity"].clone()));
     if snapshot["identity_digest"].as_str() != Some(digest.as_str()) || report.identity_digest != digest {
         problems.push(format!(
             "identity mismatch: {SNAPSHOT_FILE}'s identity hashes to {digest}, it records {} and {REPORT_FILE} {}",
@@ -147,7 +149,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
 }
 
 fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<String> {
-    let digest = crate::identity::digest(&file["identity"]);
+    let digest = crate::identity::identity_digest(&IdentityRecord::from_value(file["identity"].clone()));
     if file["identity_digest"].as_str() != Some(digest.as_str()) || digest != report.identity_digest {
         problems.push(format!(
             "identity mismatch: r0-identity.json's identity hashes to {digest}, the run's identity is {}",
@@ -245,10 +247,8 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
     if file["verdict"].as_str() != Some(verdict.as_str()) {
         problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
     }
-    let calls = |ls: &[Level]| -> Vec<(usize, String, String)> {
-        ls.iter()
-            .flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call.clone())))
-            .collect()
+    let calls = |ls: &[Level]| -> Vec<(usize, String, Call)> {
+        ls.iter().flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call))).collect()
     };
     let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
     if calls(&stored) != calls(&recomputed) {

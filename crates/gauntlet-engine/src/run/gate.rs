@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
     Answer, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION, RunRecord,
-    ServerEvent, ServerRecord, Severity, SuiteRecord, Verdict,
+    ServerEvent, ServerMode, ServerRecord, Severity, StopOutcome as Stop, SuiteRecord, Verdict,
 };
 use serde_json::{Value, json};
 
@@ -243,7 +243,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 
     reporter.event(&RunEvent::Stopping);
     let stop = match process.as_mut() {
-        None => "attached".to_owned(),
+        None => Stop::Attached,
         Some(p) => stop_server(p, profile.stop_grace, crashed, loaded, &mut life),
     };
     drop(rt);
@@ -277,7 +277,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         runtime,
         environment: environment(),
         server: ServerRecord {
-            mode: if process.is_some() { "spawned" } else { "attached" }.into(),
+            mode: if process.is_some() { ServerMode::Spawned } else { ServerMode::Attached },
             base_url,
             command,
             pid: process.as_ref().map(|p| p.pid()),
@@ -574,24 +574,24 @@ pub(crate) fn stop_server(
     crashed: bool,
     loaded: bool,
     life: &mut Lifecycle,
-) -> String {
+) -> Stop {
     let (outcome, leftovers) = p.stop(grace);
     let stop = match &outcome {
         StopOutcome::Terminated(status) => {
             life.event("stopped", format!("exited on SIGTERM ({})", describe_exit(*status)));
-            "terminated"
+            Stop::Terminated
         }
         StopOutcome::Killed => {
             let what = format!("server ignored SIGTERM for {}; killed with SIGKILL", humantime::format_duration(grace));
             life.event("killed", what.clone());
             life.finding("killed", Severity::Warn, what, None);
-            "killed"
+            Stop::Killed
         }
         StopOutcome::Stuck => {
             let what = format!("server survived SIGKILL (pid {}); it may be in uninterruptible sleep", p.pid());
             life.event("stuck", what.clone());
             life.finding("stuck", Severity::Fail, what, None);
-            "stuck"
+            Stop::Stuck
         }
         StopOutcome::AlreadyExited(status) => {
             // Seen already if it died during load or the suite; otherwise it died unnoticed after the last case.
@@ -600,7 +600,7 @@ pub(crate) fn stop_server(
                 life.event("crashed", what.clone());
                 life.finding("crash", Severity::Fail, what, None);
             }
-            "crashed"
+            Stop::Crashed
         }
     };
     if !leftovers.is_empty() {
@@ -609,7 +609,7 @@ pub(crate) fn stop_server(
         life.event("leftover", what.clone());
         life.finding("leftover-process", Severity::Warn, what, None);
     }
-    stop.into()
+    stop
 }
 
 /// Median over cases with ≥ 32 completion tokens of tokens / request seconds. Token counts come from `usage`

@@ -4,7 +4,7 @@ pub mod gpu;
 pub mod kmsg;
 pub mod patterns;
 
-use gauntlet_schema::{Finding, KernelHit, SentryRecord, Severity};
+use gauntlet_schema::{Finding, KernelHit, KernelLogState, SentryRecord, Severity};
 
 use kmsg::Observed;
 use patterns::{Class, Match, Patterns};
@@ -82,7 +82,7 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
 
     let obs = match observed {
         Err(why) => {
-            rec.kernel_log = "blind".into();
+            rec.kernel_log = KernelLogState::Blind;
             rec.reason = Some(why.to_owned());
             let severity = if ours.on_gpu { Severity::Warn } else { Severity::Info };
             finding(
@@ -128,7 +128,7 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
             }
         }
         let lost = o.lost > 0 || o.lost_unknown;
-        rec.kernel_log = if o.broken.is_some() || lost { "incomplete" } else { "clean" }.into();
+        rec.kernel_log = if o.broken.is_some() || lost { KernelLogState::Incomplete } else { KernelLogState::Clean };
         if let Some(why) = &o.broken {
             rec.reason = Some(why.clone());
             finding("kernel-log-incomplete", Severity::Warn, format!("kernel log reader failed: {why}"));
@@ -143,7 +143,7 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
         }
         if o.boot_id_before != o.boot_id_after {
             rec.reason = Some("boot_id changed: the machine rebooted during the run".into());
-            rec.kernel_log = "incomplete".into();
+            rec.kernel_log = KernelLogState::Incomplete;
             finding("host-rebooted", Severity::Fail, "the machine rebooted during the run (boot_id changed)".into());
         }
         if !rec.pre_run.is_empty() {
@@ -177,8 +177,8 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
             format!("{} {} fault ({whose}): {}", h.pattern, h.class, h.text.replace('\n', " ⏎ ")),
         );
     }
-    if rec.kernel_log == "clean" && rec.hits.iter().any(|h| h.source == "kmsg") {
-        rec.kernel_log = "fault".into();
+    if rec.kernel_log == KernelLogState::Clean && rec.hits.iter().any(|h| h.source == "kmsg") {
+        rec.kernel_log = KernelLogState::Fault;
     }
     (rec, findings)
 }

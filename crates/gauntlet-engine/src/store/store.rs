@@ -21,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::{RunRecord, parse_run_record};
+use gauntlet_schema::{IdentityRecord, RunRecord, parse_run_record};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -104,7 +104,7 @@ pub struct Decision {
     pub decision_version: u32,
     pub run_id: String,
     pub profile: String,
-    pub identity: Value,
+    pub identity: IdentityRecord,
     pub identity_digest: String,
     pub verdict: String,
     pub qualified_at: String,
@@ -309,7 +309,7 @@ impl Store {
 
     /// Stores `record` and appends a promotion to its identity's history, atomically and under the lock.
     pub fn promote(&self, record: &RunRecord, provenance: Provenance, note: &str) -> Result<HistoryEntry, StoreError> {
-        if crate::identity::digest(&record.identity) != record.identity_digest {
+        if crate::identity::identity_digest(&record.identity) != record.identity_digest {
             return Err(StoreError::Invalid(
                 "the run record's identity does not match its identity digest (edited record?)".into(),
             ));
@@ -332,7 +332,7 @@ impl Store {
         provenance: Provenance,
         note: &str,
     ) -> Result<HistoryEntry, StoreError> {
-        if crate::identity::digest(&decision.identity) != decision.identity_digest
+        if crate::identity::identity_digest(&decision.identity) != decision.identity_digest
             || decision.performance.identity_digest != decision.identity_digest
         {
             return Err(StoreError::Invalid(
@@ -461,11 +461,11 @@ impl Store {
                 let outcome = checked.entry(entry.record.clone()).or_insert_with(|| {
                     if entry.is_qualification() {
                         self.read_decision(&entry.record)
-                            .map(|d| (d.identity_digest.clone(), crate::identity::digest(&d.identity)))
+                            .map(|d| (d.identity_digest.clone(), crate::identity::identity_digest(&d.identity)))
                             .map_err(|e| e.to_string())
                     } else {
                         self.read_record(&entry.record)
-                            .map(|r| (r.identity_digest.clone(), crate::identity::digest(&r.identity)))
+                            .map(|r| (r.identity_digest.clone(), crate::identity::identity_digest(&r.identity)))
                             .map_err(|e| e.to_string())
                     }
                 });
@@ -490,7 +490,7 @@ impl Store {
 /// What a history entry says of the record it promotes.
 struct Head<'a> {
     kind: Option<&'a str>,
-    identity: &'a Value,
+    identity: &'a IdentityRecord,
     identity_digest: &'a str,
     profile: &'a str,
     verdict: &'a str,
