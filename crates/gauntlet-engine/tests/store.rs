@@ -164,7 +164,7 @@ fn identity_key_reused_with_other_settings_is_found() {
     last.prev = Some(last.digest.clone());
     last.seq = 4;
     last.record = digest;
-    last.digest = last.compute_digest();
+    last.digest = gauntlet_engine::store::entry_digest(&last);
     let line = identity::canonical(&serde_json::to_value(&last).unwrap());
     edit_lines(&history, |l| l.push(line));
     let p = problems(&store);

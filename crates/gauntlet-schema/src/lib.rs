@@ -8,7 +8,9 @@
 pub mod bench;
 pub mod finding;
 pub mod identity;
+pub mod qualify;
 pub mod run;
+pub mod store;
 pub mod upgrade;
 pub mod words;
 

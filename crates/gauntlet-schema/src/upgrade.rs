@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::bench::{BENCH_VERSION, BenchRecord};
 use crate::identity::{BuildIdentity, IdentityRecord};
 use crate::run::{RUN_RECORD_READABLE, RUN_RECORD_VERSION, RunRecord};
+use crate::store::{DECISION_VERSION, Decision, STORE_FORMAT, StoreFormat};
 
 /// Reads `run.json` of any readable version as today's [`RunRecord`].
 ///
@@ -61,4 +62,40 @@ pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, Strin
         move_binary_digest(&mut record.identity, &mut record.runtime);
     }
     Ok(record)
+}
+
+/// Reads `format.json`: the store's format, refusing one newer than [`STORE_FORMAT`] (`Err(Some(found))`);
+/// `Err(None)` with a reason when it is not a format file.
+pub fn parse_store_format(text: &str) -> Result<u32, StoreFormatError> {
+    let f: StoreFormat = serde_json::from_str(text).map_err(|e| StoreFormatError::Malformed(e.to_string()))?;
+    if f.format > STORE_FORMAT {
+        return Err(StoreFormatError::Newer(f.format));
+    }
+    Ok(f.format)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreFormatError {
+    Malformed(String),
+    Newer(u32),
+}
+
+/// Reads a qualification decision of version 1 or 2 as today's [`Decision`]. Version 1's performance record is a
+/// bench record of version 3 or older: its binary digest moves into the identity's `build` like a bench record's.
+pub fn parse_decision(text: &str) -> Result<Decision, String> {
+    let raw: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let version = raw.get("decision_version").and_then(Value::as_u64);
+    match version {
+        Some(v) if (1..=u64::from(DECISION_VERSION)).contains(&v) => {}
+        other => {
+            let found = other.map_or_else(|| raw["decision_version"].to_string(), |v| v.to_string());
+            return Err(format!("decision_version {found} is not readable here (reads 1 to {DECISION_VERSION})"));
+        }
+    }
+    let bench_version = raw["performance"]["bench_version"].as_u64().unwrap_or(0);
+    let mut d: Decision = serde_json::from_value(raw).map_err(|e| e.to_string())?;
+    if bench_version < 4 {
+        move_binary_digest(&mut d.performance.identity, &mut d.performance.runtime);
+    }
+    Ok(d)
 }

@@ -150,7 +150,7 @@ fn generate_history(store_dir: &Path) -> Store {
             promoted_at: "2026-12-01T08:00:00Z".into(),
             digest: String::new(),
         };
-        entry.digest = entry.compute_digest();
+        entry.digest = gauntlet_engine::store::entry_digest(&entry);
         prev = Some(entry.digest.clone());
         lines.push_str(&canonical(&serde_json::to_value(&entry).unwrap()));
         lines.push('\n');

@@ -536,11 +536,11 @@ fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     gauntlet_engine::util::write_atomic(&out.join("run.json"), &std::fs::read(hit.dir.join("run.json"))?)?;
     gauntlet_engine::util::write_atomic(&out.join("report.md"), hit.report.as_bytes())?;
-    let reused = serde_json::json!({
-        "reused_from": hit.dir.display().to_string(),
-        "original_started_at": hit.record.started_at,
-        "at": gauntlet_engine::util::now_rfc3339(),
-    });
+    let reused = gauntlet_schema::store::Reused {
+        reused_from: hit.dir.display().to_string(),
+        original_started_at: hit.record.started_at.clone(),
+        at: gauntlet_engine::util::now_rfc3339(),
+    };
     gauntlet_engine::util::write_atomic(&out.join("reused.json"), serde_json::to_string_pretty(&reused)?.as_bytes())
 }
 
@@ -630,10 +630,11 @@ fn qualify(args: QualifyArgs) -> Result<u8, Failure> {
     let Some(report) = or_skip(run_qualify(&profile, &opts, &mut view))? else { return Ok(exit::SKIP) };
     let mut out = std::io::stdout().lock();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
-    Ok(match report.verdict.as_str() {
-        "pass" => exit::OK,
-        "inconclusive" => exit::INCONCLUSIVE,
-        _ => exit::FAIL,
+    use gauntlet_engine::qualify::QualificationVerdict;
+    Ok(match report.verdict {
+        QualificationVerdict::Pass => exit::OK,
+        QualificationVerdict::Inconclusive => exit::INCONCLUSIVE,
+        QualificationVerdict::Fail | QualificationVerdict::Running => exit::FAIL,
     })
 }
 

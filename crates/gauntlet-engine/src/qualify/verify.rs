@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::{
     BASELINE_FILE, DeterminismCase, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
-    QualityItem, REPORT_FILE, SNAPSHOT_FILE, correctness_failures, determinism_failures, drift, fold, is_deterministic,
-    quality_problems, quality_verdict, words,
+    QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures, drift, fold,
+    is_deterministic, quality_problems, quality_verdict, words,
 };
 use crate::manifest::QualifySettings;
 use crate::run::{BenchRecord, Level, Workload};
@@ -89,9 +89,9 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
         if row.id == "R7" && !finished {
             continue;
         }
-        match row.status.as_str() {
-            "not-run" => continue,
-            "pass" | "fail" | "inconclusive" => {}
+        match row.status {
+            StageStatus::NotRun => continue,
+            StageStatus::Pass | StageStatus::Fail | StageStatus::Inconclusive => {}
             other => {
                 problems.push(format!("{}: stage never finished (status `{other}`)", row.id));
                 continue;
@@ -111,7 +111,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
         }
         if row.timed_out || !file["server_down"].is_null() {
             // Abandoned at its timeout, or not started on a dead server: no data to recompute, and it failed.
-            if row.status != "fail" {
+            if row.status != StageStatus::Fail {
                 problems.push(format!("{}: timed out but recorded as {}", row.id, row.status));
             }
             continue;
@@ -148,7 +148,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
     problems
 }
 
-fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<String> {
+fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<StageStatus> {
     let digest = crate::identity::identity_digest(&IdentityRecord::from_value(file["identity"].clone()));
     if file["identity_digest"].as_str() != Some(digest.as_str()) || digest != report.identity_digest {
         problems.push(format!(
@@ -167,14 +167,14 @@ fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec
     None
 }
 
-fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let cases: Vec<gauntlet_schema::CaseRecord> = parse(&file["cases"], "r1-correctness.json: cases", problems)?;
     let expected: Vec<String> = parse(&snapshot["expected_failures"], "profile.snapshot.json", problems)?;
     let failures = correctness_failures(&cases, &expected);
-    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+    Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
     let items: Vec<QualityItem> = parse(&file["items"], "r2-quality.json: items", problems)?;
     match quality_problems(&settings.quality.set) {
         Ok((set, _)) => {
@@ -200,10 +200,10 @@ fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> O
     if file["accuracy"].as_f64() != Some(accuracy) {
         problems.push(format!("r2-quality.json: accuracy {} but the replies give {accuracy}", file["accuracy"]));
     }
-    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+    Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r3(file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r3(file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let cases: Vec<DeterminismCase> = parse(&file["cases"], "r3-determinism.json: cases", problems)?;
     for c in &cases {
         if c.deterministic != is_deterministic(&c.answers) {
@@ -212,7 +212,7 @@ fn r3(file: &Value, problems: &mut Vec<String>) -> Option<String> {
     }
     let recomputed: Vec<DeterminismCase> =
         cases.into_iter().map(|c| DeterminismCase { deterministic: is_deterministic(&c.answers), ..c }).collect();
-    Some(if determinism_failures(&recomputed).is_empty() { "pass" } else { "fail" }.into())
+    Some(if determinism_failures(&recomputed).is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
 /// Recomputes every level's metrics and per-batch samples from its raw batches; they must be equal.
@@ -233,7 +233,7 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
     Some(out)
 }
 
-fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let mut recomputed = levels(file, "R5", problems)?;
     let baseline = if file["baseline"].is_null() {
         None
@@ -257,7 +257,7 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
     None
 }
 
-fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
     let text = match std::fs::read_to_string(dir.join(MONITOR_FILE)) {
         Ok(t) => t,
         Err(_) => {
@@ -277,12 +277,12 @@ fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
         problems.push(format!("R6: the drift verdict recomputed from {MONITOR_FILE} differs from r6-drift.json"));
     }
     if again.status == "fail" && file["status"] == "pass" {
-        return Some("fail".into());
+        return Some(StageStatus::Fail);
     }
     None
 }
 
-fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let Some(listed) = file["files"].as_array() else {
         problems.push(format!("{MANIFEST_FILE}: no file list"));
         return None;
