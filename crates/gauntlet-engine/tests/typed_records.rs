@@ -149,3 +149,49 @@ fn enum_spellings_are_the_old_strings() {
     assert_eq!(spelled(SkipKind::ALL), ["gpu-busy"]);
     assert_eq!(spelled(&[ServerMode::Spawned, ServerMode::Attached]), ["spawned", "attached"]);
 }
+
+/// Finding kinds keep the names every earlier record used; a name this gauntlet does not know reads and writes back
+/// unchanged.
+#[test]
+fn finding_kinds_keep_their_names() {
+    use gauntlet_schema::FindingKind;
+    let names: Vec<String> =
+        FindingKind::ALL.iter().map(|k| serde_json::to_value(k).unwrap().as_str().unwrap().to_owned()).collect();
+    for expected in [
+        "crash",
+        "never-loaded",
+        "request-error",
+        "over-budget",
+        "killed",
+        "stuck",
+        "leftover-process",
+        "attached",
+        "regression",
+        "text-drift",
+        "repeat-differs",
+        "no-baseline",
+        "pass-rate",
+        "identity-differs",
+        "runtime-differs",
+        "server-build-differs",
+        "server-not-on-gpu",
+        "gpu-use-unknown",
+        "kernel-fault",
+        "runtime-fault",
+        "kernel-log-blind",
+        "host-rebooted",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+    for k in FindingKind::ALL {
+        assert_eq!(&serde_json::from_value::<FindingKind>(serde_json::to_value(k).unwrap()).unwrap(), k);
+        assert!(!matches!(k, FindingKind::Other(_)), "{k} is named");
+    }
+    let later: FindingKind = serde_json::from_value(json!("a-kind-from-later")).unwrap();
+    assert_eq!(later, FindingKind::Other("a-kind-from-later".into()));
+    assert_eq!(serde_json::to_value(&later).unwrap(), json!("a-kind-from-later"));
+    // Every finding of the real run reads as a named kind.
+    let run = parse_run_record(H200_RUN).unwrap();
+    assert!(!run.findings.is_empty());
+    assert!(run.findings.iter().all(|f| !matches!(f.kind, FindingKind::Other(_))), "{:?}", run.findings);
+}

@@ -14,7 +14,7 @@ pub mod store;
 pub mod upgrade;
 pub mod words;
 
-pub use finding::{Finding, Severity};
+pub use finding::{Finding, FindingKind, Severity};
 pub use identity::{BuildIdentity, Identity, IdentityRecord, ServerMode};
 pub use run::*;
 pub use upgrade::{parse_bench_record, parse_run_record};
