@@ -64,8 +64,8 @@ pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, Strin
     Ok(record)
 }
 
-/// Reads `format.json`: the store's format, refusing one newer than [`STORE_FORMAT`] (`Err(Some(found))`);
-/// `Err(None)` with a reason when it is not a format file.
+/// Reads `format.json` (formats 1 and 2 have the same shape): the store's format, refusing one newer than
+/// [`STORE_FORMAT`] ([`StoreFormatError::Newer`]) or a file that is not a format file ([`StoreFormatError::Malformed`]).
 pub fn parse_store_format(text: &str) -> Result<u32, StoreFormatError> {
     let f: StoreFormat = serde_json::from_str(text).map_err(|e| StoreFormatError::Malformed(e.to_string()))?;
     if f.format > STORE_FORMAT {
