@@ -195,3 +195,47 @@ fn finding_kinds_keep_their_names() {
     assert!(!run.findings.is_empty());
     assert!(run.findings.iter().all(|f| !matches!(f.kind, FindingKind::Other(_))), "{:?}", run.findings);
 }
+
+/// The evidence manifest is untrusted: an entry naming a path outside the bundle is a problem, never a file read
+/// outside it.
+#[test]
+fn evidence_outside_the_bundle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    // A file beside the bundle, with its true digest and size: followed, it would verify.
+    std::fs::write(dir.path().join("outside.txt"), "secret").unwrap();
+    let sha = gauntlet_engine::util::sha256_hex(b"secret");
+    let manifest = gauntlet_engine::manifest::Manifest::parse(
+        gauntlet_engine::manifest::Manifest::embedded_default_text(),
+        "d",
+        dir.path(),
+    )
+    .unwrap();
+    let qualify = serde_json::to_value(&manifest.profiles["default"].qualify).unwrap();
+    let run = parse_run_record(H200_RUN).unwrap();
+    let write = |name: &str, v: Value| std::fs::write(bundle.join(name), v.to_string()).unwrap();
+    write(
+        "profile.snapshot.json",
+        json!({"run_id": "q", "identity": run.identity, "identity_digest": run.identity_digest, "qualify": qualify}),
+    );
+    write(
+        "qualification.json",
+        json!({"qualification_version": 1, "run_id": "q", "gauntlet_version": "0", "profile": "p",
+            "identity_digest": run.identity_digest, "started_at": "t", "finished_at": "t", "verdict": "pass",
+            "partial": true, "selected": ["R7"], "base_url": "", "command": [], "baseline": null,
+            "stages": [{"id": "R7", "title": "evidence", "status": "pass", "file": "evidence-manifest.json",
+                "started_at": null, "seconds": 1.0, "timeout_seconds": 1.0, "timed_out": false, "summary": "",
+                "failures": []}]}),
+    );
+    write(
+        "evidence-manifest.json",
+        json!({"run_id": "q", "stage": "R7", "status": "pass", "failures": [],
+            "files": [{"path": "../outside.txt", "sha256": sha, "bytes": 6}]}),
+    );
+    let problems = gauntlet_engine::qualify::verify_bundle(&bundle);
+    assert!(
+        problems.iter().any(|p| p == "evidence-manifest.json: `../outside.txt` is not a file name of the bundle"),
+        "{problems:?}"
+    );
+}

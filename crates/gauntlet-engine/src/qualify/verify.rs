@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
-    BASELINE_FILE, DeterminismCase, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
-    QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures, drift, fold,
-    is_deterministic, quality_problems, quality_verdict, words,
+    BASELINE_FILE, DeterminismCase, EvidenceFile, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION,
+    Qualification, QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures,
+    drift, fold, is_deterministic, quality_problems, quality_verdict, words,
 };
 use crate::manifest::QualifySettings;
 use crate::run::{BenchRecord, Level, Workload};
@@ -289,19 +289,23 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
     };
     let mut names = Vec::new();
     for f in listed {
-        let (Some(path), Some(sha), Some(bytes)) = (f["path"].as_str(), f["sha256"].as_str(), f["bytes"].as_u64())
-        else {
+        let Ok(EvidenceFile { path, sha256: sha, bytes }) = serde_json::from_value::<EvidenceFile>(f.clone()) else {
             problems.push(format!("{MANIFEST_FILE}: malformed entry {f}"));
             continue;
         };
-        names.push(path.to_owned());
-        match crate::util::sha256_file(&dir.join(path)) {
+        // Evidence files are plain names in the bundle's folder: anything else would be read outside it.
+        if path.is_empty() || path.contains(['/', '\\']) || path == "." || path == ".." {
+            problems.push(format!("{MANIFEST_FILE}: `{path}` is not a file name of the bundle"));
+            continue;
+        }
+        names.push(path.clone());
+        match crate::util::sha256_file(&dir.join(&path)) {
             Err(_) => problems.push(format!("missing evidence: {path}")),
             Ok(actual) if actual != sha => {
                 problems.push(format!("{path}: sha256 is {actual}, the manifest says {sha}"))
             }
             Ok(_) => {
-                let size = std::fs::metadata(dir.join(path)).map(|m| m.len()).unwrap_or(0);
+                let size = std::fs::metadata(dir.join(&path)).map(|m| m.len()).unwrap_or(0);
                 if size != bytes {
                     problems.push(format!("{path}: {size} bytes, the manifest says {bytes}"));
                 }
@@ -311,9 +315,8 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
     match inventory(dir) {
         Ok(present) => {
             for p in present {
-                let name = p["path"].as_str().unwrap_or_default();
-                if !names.iter().any(|n| n == name) {
-                    problems.push(format!("{name} is not in {MANIFEST_FILE}"));
+                if !names.contains(&p.path) {
+                    problems.push(format!("{} is not in {MANIFEST_FILE}", p.path));
                 }
             }
         }
@@ -323,7 +326,7 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
 }
 
 /// Every evidence file of the bundle with its sha256 and size, sorted by name.
-pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<Value>> {
+pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<EvidenceFile>> {
     let mut out = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
@@ -333,7 +336,7 @@ pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<Value>> {
             continue;
         }
         let bytes = e.metadata()?.len();
-        out.push(json!({"path": name, "sha256": crate::util::sha256_file(&e.path())?, "bytes": bytes}));
+        out.push(EvidenceFile { sha256: crate::util::sha256_file(&e.path())?, path: name, bytes });
     }
     Ok(out)
 }
