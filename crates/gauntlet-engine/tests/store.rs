@@ -258,7 +258,7 @@ fn decision(r: &RunRecord, verdict: &str) -> gauntlet_engine::store::Decision {
         profile: "p".into(),
         identity: r.identity.clone(),
         identity_digest: r.identity_digest.clone(),
-        verdict: verdict.into(),
+        verdict: verdict.parse().unwrap(),
         qualified_at: "2026-12-01T09:10:00Z".into(),
         stages: Vec::new(),
         evidence_manifest_sha256: "0".repeat(64),

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::bench::BenchRecord;
 use crate::identity::IdentityRecord;
+use crate::qualify::{QualificationVerdict, StageStatus};
 
 /// Version of the store layout this gauntlet writes. Format 2 added qualification decisions.
 pub const STORE_FORMAT: u32 = 2;
@@ -79,7 +80,7 @@ impl HistoryEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionStage {
     pub id: String,
-    pub status: String,
+    pub status: StageStatus,
     pub summary: String,
 }
 
@@ -93,7 +94,8 @@ pub struct Decision {
     pub profile: String,
     pub identity: IdentityRecord,
     pub identity_digest: String,
-    pub verdict: String,
+    /// Only a passing qualification is ever promoted.
+    pub verdict: QualificationVerdict,
     pub qualified_at: String,
     pub stages: Vec<DecisionStage>,
     /// sha256 of the bundle's `evidence-manifest.json`, which lists every evidence file's sha256.

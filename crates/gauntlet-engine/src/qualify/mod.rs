@@ -143,7 +143,8 @@ impl Bundle {
         row.timed_out = timed_out;
         row.summary = outcome.summary;
         row.failures = outcome.failures;
-        let mut file = json!({"run_id": run_id, "stage": id, "status": row.status, "failures": row.failures});
+        let header = StageHeader { run_id, stage: id.into(), status: row.status, failures: row.failures.clone() };
+        let mut file = serde_json::to_value(&header).unwrap_or(Value::Null);
         if let (Value::Object(f), Value::Object(d)) = (&mut file, outcome.data) {
             f.extend(d);
         }
@@ -457,12 +458,12 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
         profile: report.profile,
         identity: gauntlet_schema::IdentityRecord::from_value(snapshot["identity"].clone()),
         identity_digest: report.identity_digest,
-        verdict: report.verdict.as_str().into(),
+        verdict: report.verdict,
         qualified_at: report.finished_at.unwrap_or(report.started_at),
         stages: report
             .stages
             .into_iter()
-            .map(|s| DecisionStage { id: s.id, status: s.status.as_str().into(), summary: s.summary })
+            .map(|s| DecisionStage { id: s.id, status: s.status, summary: s.summary })
             .collect(),
         evidence_manifest_sha256: manifest_sha,
         performance,

@@ -269,7 +269,7 @@ impl Store {
             identity: &decision.identity,
             identity_digest: &decision.identity_digest,
             profile: &decision.profile,
-            verdict: &decision.verdict,
+            verdict: decision.verdict.as_str(),
         };
         self.append(head, &bytes, provenance, note)
     }
