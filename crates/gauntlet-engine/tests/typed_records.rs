@@ -239,3 +239,38 @@ fn evidence_outside_the_bundle_is_refused() {
         "{problems:?}"
     );
 }
+
+/// A version-1 decision (its performance record a version-3 bench record) reads as today's; a newer one and a
+/// newer store format are refused.
+#[test]
+fn older_decisions_and_store_formats_read_newer_ones_are_refused() {
+    use gauntlet_schema::qualify::{QualificationVerdict, StageStatus};
+    use gauntlet_schema::upgrade::{StoreFormatError, parse_decision, parse_store_format};
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let mut decision = json!({
+        "decision_version": 1, "run_id": "q", "profile": "p", "identity": run["identity"],
+        "identity_digest": run["identity_digest"], "verdict": "pass", "qualified_at": "t",
+        "stages": [{"id": "R0", "status": "pass", "summary": ""}, {"id": "R2", "status": "not-run", "summary": ""}],
+        "evidence_manifest_sha256": "0",
+        "performance": {
+            "bench_version": 3, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "t",
+            "identity": run["identity"], "identity_digest": run["identity_digest"],
+            "runtime": {"server_binary_sha256": "abc"},
+            "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 2},
+            "definitions": {}, "levels": [], "verdict": "candidate", "rules": {}
+        }
+    });
+    let d = parse_decision(&decision.to_string()).unwrap();
+    assert_eq!(d.verdict, QualificationVerdict::Pass);
+    assert_eq!(d.stages[1].status, StageStatus::NotRun);
+    let build = d.performance.identity.current().unwrap().build.clone().unwrap();
+    assert_eq!(build.binary_sha256.as_deref(), Some("abc"));
+    decision["decision_version"] = json!(3);
+    let err = parse_decision(&decision.to_string()).unwrap_err();
+    assert!(err.contains("decision_version 3 is not readable"), "{err}");
+
+    assert_eq!(parse_store_format(r#"{"format": 1}"#), Ok(1));
+    assert_eq!(parse_store_format("{\"format\": 2}\n"), Ok(2));
+    assert_eq!(parse_store_format(r#"{"format": 3}"#), Err(StoreFormatError::Newer(3)));
+    assert!(matches!(parse_store_format("[]"), Err(StoreFormatError::Malformed(_))));
+}
