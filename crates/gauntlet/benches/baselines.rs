@@ -134,7 +134,7 @@ fn generate_history(store_dir: &Path) -> Store {
             prev: prev.clone(),
             kind: None,
             identity_digest: key.clone(),
-            recipe_digest: identity::recipe_digest(&identity),
+            recipe_digest: identity::recipe_digest(&gauntlet_schema::IdentityRecord::from_value(identity.clone())),
             record: digest,
             profile: "default".into(),
             verdict: "pass".into(),
@@ -150,7 +150,7 @@ fn generate_history(store_dir: &Path) -> Store {
             promoted_at: "2026-12-01T08:00:00Z".into(),
             digest: String::new(),
         };
-        entry.digest = entry.compute_digest();
+        entry.digest = gauntlet_engine::store::entry_digest(&entry);
         prev = Some(entry.digest.clone());
         lines.push_str(&canonical(&serde_json::to_value(&entry).unwrap()));
         lines.push('\n');

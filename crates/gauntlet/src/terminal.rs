@@ -150,7 +150,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
         out,
         "gauntlet bench {}: {} (tokens from {})",
         r.profile,
-        r.verdict.to_uppercase(),
+        r.verdict.as_str().to_uppercase(),
         r.levels.first().and_then(|l| l.metrics["token_source"].as_str()).unwrap_or("?")
     )?;
     writeln!(
@@ -194,11 +194,11 @@ pub fn qualification(
 ) -> std::io::Result<()> {
     for s in &q.stages {
         let secs = s.seconds.map_or(String::new(), |x| format!("{x:7.1}s"));
-        writeln!(out, "{:3} {:12} {:>8}  {}", s.id, s.status.to_uppercase(), secs, s.summary)?;
+        writeln!(out, "{:3} {:12} {:>8}  {}", s.id, s.status.as_str().to_uppercase(), secs, s.summary)?;
         for f in s.failures.iter().take(5) {
             writeln!(out, "      - {f}")?;
         }
     }
     let partial = if q.partial { " (partial)" } else { "" };
-    writeln!(out, "qualification {}{partial}: {}", q.verdict.to_uppercase(), dir.display())
+    writeln!(out, "qualification {}{partial}: {}", q.verdict.as_str().to_uppercase(), dir.display())
 }

@@ -3,7 +3,7 @@
 
 pub mod lossless;
 
-use gauntlet_schema::{CaseStatus, Finding, RunRecord, Severity, Thresholds};
+use gauntlet_schema::{CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds};
 use serde_json::Value;
 
 /// One identity field that differs, as `path: old → new`.
@@ -74,19 +74,27 @@ pub fn first_difference(a: &str, b: &str) -> Option<usize> {
 pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     if run.identity_digest != baseline.identity_digest {
-        let fields = identity_differences(&baseline.identity, &run.identity);
+        let fields = identity_differences(&baseline.identity.digest_value(), &run.identity.digest_value());
         out.push(Finding {
-            kind: "identity-differs".into(),
+            kind: FindingKind::IdentityDiffers,
             severity: Severity::Warn,
             message: format!("identity differs from the baseline's: {}", fields.join("; ")),
             case: None,
         });
     }
     // The server's build is what a gate tests, so a new build is a note; a new driver or runtime warns.
+    for d in crate::identity::build_differences(&baseline.identity, &run.identity) {
+        out.push(Finding {
+            kind: FindingKind::ServerBuildDiffers,
+            severity: Severity::Info,
+            message: format!("identity.{d}"),
+            case: None,
+        });
+    }
     for d in identity_differences(&baseline.runtime, &run.runtime) {
         let server_build = d.starts_with("server_");
         out.push(Finding {
-            kind: if server_build { "server-build-differs" } else { "runtime-differs" }.into(),
+            kind: if server_build { FindingKind::ServerBuildDiffers } else { FindingKind::RuntimeDiffers },
             severity: if server_build { Severity::Info } else { Severity::Warn },
             message: format!("runtime.{d}"),
             case: None,
@@ -103,13 +111,13 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         match (old.status, case.status) {
             (CaseStatus::Pass, CaseStatus::Fail) => regressions.push(case),
             (CaseStatus::Fail, CaseStatus::Fail) if t.expected_failures.contains(&case.id) => out.push(Finding {
-                kind: "expected-failure".into(),
+                kind: FindingKind::ExpectedFailure,
                 severity: Severity::Info,
                 message: format!("fails as expected by the profile and as on the baseline: {}", failed_checks(case)),
                 case: Some(case.id.clone()),
             }),
             (CaseStatus::Fail, CaseStatus::Fail) => out.push(Finding {
-                kind: "known-failure".into(),
+                kind: FindingKind::KnownFailure,
                 severity: Severity::Warn,
                 message: format!("fails as on the baseline: {}", failed_checks(case)),
                 case: Some(case.id.clone()),
@@ -120,7 +128,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
             && let Some(at) = first_difference(a, b)
         {
             out.push(Finding {
-                kind: "text-drift".into(),
+                kind: FindingKind::TextDrift,
                 severity: Severity::Warn,
                 message: format!("text differs from the baseline at char {at}"),
                 case: Some(case.id.clone()),
@@ -130,7 +138,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
     let severity = if regressions.len() as u32 >= t.fail_regressions { Severity::Fail } else { Severity::Warn };
     for case in regressions {
         out.push(Finding {
-            kind: "regression".into(),
+            kind: FindingKind::Regression,
             severity,
             message: format!("passed on the baseline, fails now: {}", failed_checks(case)),
             case: Some(case.id.clone()),
@@ -144,7 +152,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
             let ratio = now / then;
             if ratio < t.decode_ratio_warn {
                 out.push(Finding {
-                    kind: "slow-decode".into(),
+                    kind: FindingKind::SlowDecode,
                     severity: Severity::Warn,
                     message: format!(
                         "decode {now:.1} tok/s is {:.0} % of the baseline's {then:.1} tok/s (warn below {:.0} %)",
@@ -156,7 +164,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
             }
         }
         ((Some(_), Some(a)), (Some(_), Some(b))) => out.push(Finding {
-            kind: "decode-not-compared".into(),
+            kind: FindingKind::DecodeNotCompared,
             severity: Severity::Info,
             message: format!("decode speed not compared: token counts come from `{a}` now and `{b}` on the baseline"),
             case: None,
@@ -169,7 +177,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         && now - then > LOAD_NOISE_FLOOR_SECONDS
     {
         out.push(Finding {
-            kind: "slow-load".into(),
+            kind: FindingKind::SlowLoad,
             severity: Severity::Warn,
             message: format!(
                 "load took {now:.2}s, {:.1}× the baseline's {then:.2}s (warn above {:.1}×)",

@@ -1,31 +1,35 @@
 //! Identity: the canonical record that decides whether two runs may be compared, and its digest.
 //!
 //! It holds what must be equal for a comparison to mean anything (model bytes, server kind and ordered
-//! arguments, features, binding, suite, workload, endpoint, template mode). What the change under test is
-//! allowed to change (the server's build, its runtime version) lives in a separate `runtime` record: a difference
-//! there warns, a difference in the identity refuses.
+//! arguments, features, binding, suite, workload, endpoint, template mode). Its type and JSON shape are
+//! `gauntlet_schema::identity`; this module computes it and its digest.
 //!
-//! A spawned server's identity also holds `build = {binary_sha256, source_digest, built}`: the binary's sha256 (a
-//! rebuilt binary with the same version string is a different identity), the source digest it was built from,
-//! and whether gauntlet's build step made it. `identity_digest` is computed WITHOUT the `build` member: a change
-//! under test rebuilds the binary, and its baseline (same recipe, other binary) must still be found; a binary
-//! that differs from the baseline's stays a note (`server-build-differs`, from the runtime record).
+//! What the change under test is allowed to change does not refuse a comparison:
+//! - the server binary: the identity's `build` member (`binary_sha256`, `source_digest`, `built`). The digest is
+//!   taken over the canonical JSON **without** `build`: a change under test rebuilds the binary, and its baseline
+//!   must still be found. A different build is reported as the note `server-build-differs`.
+//! - the runtime (driver, VBIOS, CPU details) lives in a separate `runtime` record: a difference there warns.
+//!
+//! A difference anywhere else in the identity refuses.
 
 use std::path::Path;
 
+use gauntlet_schema::identity::{BuildIdentity, IdentityRecord};
 use serde_json::{Value, json};
 
 use crate::manifest::{Profile, Target};
 use crate::util::{sha256_file_memo, sha256_hex};
 
 /// Bumped when the identity's shape changes; part of the identity, so old and new never compare silently.
-pub const IDENTITY_VERSION: u32 = 1;
+pub use gauntlet_schema::identity::IDENTITY_VERSION;
 
 #[derive(Debug, Clone)]
 pub struct Identity {
-    pub value: Value,
+    /// Always the current typed shape when computed here.
+    pub value: IdentityRecord,
+    /// [`identity_digest`] of `value`.
     pub digest: String,
-    /// Warn-only facts: the server binary's digest now, and its reported build once it runs.
+    /// Warn-only facts: the CPU and GPU details, and the server's reported build once it runs.
     pub runtime: Value,
 }
 
@@ -74,21 +78,19 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// The digest of an identity: its canonical form without the top-level `build` member (see the module doc).
+/// The sha256 of a value's canonical form. The identity's own digest is [`identity_digest`] (without `build`).
 pub fn digest(v: &Value) -> String {
-    match v {
-        Value::Object(m) if m.contains_key("build") => {
-            let mut m = m.clone();
-            m.remove("build");
-            sha256_hex(canonical(&Value::Object(m)).as_bytes())
-        }
-        _ => sha256_hex(canonical(v).as_bytes()),
-    }
+    sha256_hex(canonical(v).as_bytes())
+}
+
+/// The digest that keys baselines: over the identity without its `build` member (see the module docs).
+pub fn identity_digest(identity: &IdentityRecord) -> String {
+    digest(&identity.digest_value())
 }
 
 /// The identity without its binding: the same recipe on several devices shares this digest ("paired baselines").
-pub fn recipe_digest(identity: &Value) -> String {
-    digest(&identity["recipe"])
+pub fn recipe_digest(identity: &IdentityRecord) -> String {
+    digest(&identity.to_value()["recipe"])
 }
 
 /// Computed before the server starts. Hashing the model uses a stat-keyed memo under `home`, so an unchanged
@@ -100,7 +102,7 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
     features.dedup();
     let suite = json!({"id": profile.suite.id, "version": profile.suite.version, "digest": profile.suite.digest});
     let workload = json!({"concurrency": 1, "temperature": 0, "max_tokens": "per case"});
-    let (recipe, mut runtime) = match &profile.target {
+    let (recipe, build) = match &profile.target {
         Target::Spawn(s) => {
             let fail = |reason: String| IdentityError { path: s.model.path.display().to_string(), reason };
             let meta = std::fs::metadata(&s.model.path).map_err(|e| fail(e.to_string()))?;
@@ -110,7 +112,8 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
             {
                 return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
             }
-            let binary = sha256_file_memo(&s.binary, home).unwrap_or_else(|e| format!("unreadable: {e}"));
+            // An unreadable binary has no digest; the server's spawn (or its build) then says why.
+            let build = crate::build::identity_member(&s.binary, s.build.as_ref(), None, home);
             (
                 json!({
                     "model": {
@@ -128,7 +131,7 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
                     "endpoint": "chat",
                     "template": {"thinking_cases": thinking},
                 }),
-                json!({"server_binary_sha256": binary}),
+                serde_json::from_value::<BuildIdentity>(build).ok(),
             )
         }
         Target::Attach(a) => (
@@ -143,9 +146,10 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
                 "endpoint": "chat",
                 "template": {"thinking_cases": thinking},
             }),
-            json!({}),
+            None,
         ),
     };
+    let mut runtime = json!({});
     let cpu = crate::sentry::gpu::cpu_identity(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
     let gpu = match crate::sentry::gpu::probe().identity(&profile.device) {
         Ok(v) => v,
@@ -162,11 +166,11 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
         "suite": suite,
         "workload": workload,
     });
-    let digest = digest(&value);
-    let mut value = value;
-    if let Target::Spawn(s) = &profile.target {
-        value["build"] = crate::build::identity_member(&s.binary, s.build.as_ref(), None, home);
+    let mut value = IdentityRecord::from_value(value);
+    if let Some(id) = value.current_mut() {
+        id.build = build;
     }
+    let digest = identity_digest(&value);
     Ok(Identity { value, digest, runtime })
 }
 
@@ -189,8 +193,8 @@ fn binding(device: &crate::sentry::gpu::Device, gpu: &Value) -> Value {
     }
 }
 
-/// Every field that differs, as `path: old → new`, split into those that refuse a comparison (identity) and
-/// those that only warn (runtime).
+/// Every field that differs, as `path: old → new`, split into those that refuse a comparison (identity without
+/// `build`) and those that only warn or note (runtime, and the server build).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Differences {
     pub refusing: Vec<String>,
@@ -198,18 +202,30 @@ pub struct Differences {
 }
 
 pub fn differences(
-    old_identity: &Value,
-    new_identity: &Value,
+    old_identity: &IdentityRecord,
+    new_identity: &IdentityRecord,
     old_runtime: &Value,
     new_runtime: &Value,
 ) -> Differences {
+    let mut warning: Vec<String> = crate::compare::identity_differences(old_runtime, new_runtime)
+        .into_iter()
+        .map(|d| format!("runtime.{d}"))
+        .collect();
+    warning.extend(build_differences(old_identity, new_identity));
     Differences {
-        refusing: crate::compare::identity_differences(old_identity, new_identity),
-        warning: crate::compare::identity_differences(old_runtime, new_runtime)
-            .into_iter()
-            .map(|d| format!("runtime.{d}"))
-            .collect(),
+        refusing: crate::compare::identity_differences(&old_identity.digest_value(), &new_identity.digest_value()),
+        warning,
     }
+}
+
+/// The differences in the identities' `build` members, as `build.<field>: old → new`. A record without `build`
+/// (an attached server) differs from none of its fields.
+pub fn build_differences(old_identity: &IdentityRecord, new_identity: &IdentityRecord) -> Vec<String> {
+    let (old, new) = (old_identity.build_value(), new_identity.build_value());
+    if old.is_null() || new.is_null() {
+        return Vec::new();
+    }
+    crate::compare::identity_differences(&old, &new).into_iter().map(|d| format!("build.{d}")).collect()
 }
 
 #[cfg(test)]
@@ -234,13 +250,14 @@ mod tests {
 
     #[test]
     fn differences_split_refusing_from_warning() {
+        let build = |sha: &str| json!({"binary_sha256": sha, "source_digest": null, "built": false});
         let d = differences(
-            &json!({"recipe": {"server_arguments": ["-c", "4096"]}}),
-            &json!({"recipe": {"server_arguments": ["-c", "2048"]}}),
-            &json!({"server_binary_sha256": "aa"}),
-            &json!({"server_binary_sha256": "bb"}),
+            &IdentityRecord::from_value(json!({"recipe": {"server_arguments": ["-c", "4096"]}, "build": build("aa")})),
+            &IdentityRecord::from_value(json!({"recipe": {"server_arguments": ["-c", "2048"]}, "build": build("bb")})),
+            &json!({"driver": "1"}),
+            &json!({"driver": "2"}),
         );
         assert_eq!(d.refusing, vec!["recipe.server_arguments[1]: 4096 → 2048"]);
-        assert_eq!(d.warning, vec!["runtime.server_binary_sha256: aa → bb"]);
+        assert_eq!(d.warning, vec!["runtime.driver: 1 → 2", "build.binary_sha256: aa → bb"]);
     }
 }

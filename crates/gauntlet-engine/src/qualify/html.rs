@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{BASELINE_FILE, MONITOR_FILE, Qualification, drift};
+use super::{BASELINE_FILE, MONITOR_FILE, Qualification, StageStatus, drift};
 use crate::bench::metrics;
 use crate::run::{BenchRecord, Level};
 
@@ -331,7 +331,7 @@ fn comparison_section(html: &mut String, dir: &Path, q: &Qualification) {
                 c.change * 100.0,
                 c.interval.0 * 100.0,
                 c.interval.1 * 100.0,
-                escape(&c.call)
+                escape(c.call.as_str())
             );
         }
     }
@@ -383,13 +383,13 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
     }
     html.push_str("</dl>\n<h2>Stages</h2>\n<table><tr><th>Stage</th><th>What</th><th>Status</th><th>Seconds</th><th>Summary</th><th>Evidence</th></tr>\n");
     for s in &q.stages {
-        let status = if s.timed_out { format!("{} (timed out)", s.status) } else { s.status.clone() };
+        let status = if s.timed_out { format!("{} (timed out)", s.status) } else { s.status.to_string() };
         let _ = writeln!(
             html,
             "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
             escape(&s.id),
             escape(&s.title),
-            escape(&s.status),
+            escape(s.status.as_str()),
             escape(&status.to_uppercase()),
             s.seconds.map_or(String::new(), |x| format!("{x:.1}")),
             escape(&s.summary),
@@ -414,7 +414,7 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
     html.push_str("<h2>Latency distributions per concurrency</h2>\n");
     for row in ["R4", "R5"].iter().filter_map(|id| q.stage(id)) {
         let stage = row.id.as_str();
-        if matches!(row.status.as_str(), "pass" | "fail" | "inconclusive") {
+        if matches!(row.status, StageStatus::Pass | StageStatus::Fail | StageStatus::Inconclusive) {
             latency_section(&mut html, dir, stage, &row.file);
         } else {
             none(&mut html, &format!("{stage} is {}: no latencies", row.status));

@@ -19,17 +19,21 @@ use serde_json::{Value, json};
 use crate::client::Client;
 use crate::identity::Identity;
 use crate::manifest::{Profile, QualitySet, STAGES, Target};
-use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
+use crate::run::{BenchRecord, BenchVerdict, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::store::{DECISION_VERSION, Decision, DecisionStage};
 use crate::util::{now_rfc3339, sha256_file, write_atomic};
 
+// The bundle's file types live in the schema crate; re-exported so that callers keep their paths.
+pub use gauntlet_schema::qualify::{
+    EvidenceFile, EvidenceManifest, QUALIFICATION_VERSION, Qualification, QualificationVerdict, StageHeader, StageRow,
+    StageStatus,
+};
 pub use html::render as html;
 pub use report::markdown;
 pub use verify::verify_bundle;
 
-pub const QUALIFICATION_VERSION: u32 = 1;
 pub const REPORT_FILE: &str = "qualification.json";
 pub const SNAPSHOT_FILE: &str = "profile.snapshot.json";
 pub const MONITOR_FILE: &str = "resource-monitor.jsonl";
@@ -52,47 +56,6 @@ pub const STAGE_INFO: [(&str, &str, &str); 8] = [
 /// The instruction R2 puts before every problem (recorded in the stage file).
 pub const QUALITY_PROMPT: &str =
     "Solve the following problem step by step. End your reply with a final line of the form '#### <number>'.";
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StageRow {
-    pub id: String,
-    pub title: String,
-    /// pending · running · pass · fail · inconclusive · not-run
-    pub status: String,
-    pub file: String,
-    pub started_at: Option<String>,
-    pub seconds: Option<f64>,
-    pub timeout_seconds: f64,
-    pub timed_out: bool,
-    pub summary: String,
-    pub failures: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Qualification {
-    pub qualification_version: u32,
-    pub run_id: String,
-    pub gauntlet_version: String,
-    pub profile: String,
-    pub identity_digest: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
-    /// running · pass · fail · inconclusive
-    pub verdict: String,
-    /// Some stages were not selected: the bundle is not a full qualification.
-    pub partial: bool,
-    pub selected: Vec<String>,
-    pub base_url: String,
-    pub command: Vec<String>,
-    pub baseline: Option<String>,
-    pub stages: Vec<StageRow>,
-}
-
-impl Qualification {
-    pub fn stage(&self, id: &str) -> Option<&StageRow> {
-        self.stages.iter().find(|s| s.id == id)
-    }
-}
 
 pub struct QualifyOptions<'a> {
     pub out_dir: &'a Path,
@@ -119,7 +82,7 @@ pub fn parse_stages(text: &str) -> Result<Vec<String>, String> {
 
 /// A stage's result before it is written: its status, one summary line, what failed, and its data.
 struct Outcome {
-    status: &'static str,
+    status: StageStatus,
     summary: String,
     failures: Vec<String>,
     data: Value,
@@ -127,7 +90,12 @@ struct Outcome {
 
 impl Outcome {
     fn judged(failures: Vec<String>, summary: String, data: Value) -> Outcome {
-        Outcome { status: if failures.is_empty() { "pass" } else { "fail" }, summary, failures, data }
+        Outcome {
+            status: if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail },
+            summary,
+            failures,
+            data,
+        }
     }
 }
 
@@ -151,7 +119,7 @@ impl Bundle {
 
     fn begin(&mut self, id: &str, reporter: &mut dyn Reporter) -> Result<Instant, GateError> {
         let row = self.row(id);
-        row.status = "running".into();
+        row.status = StageStatus::Running;
         row.started_at = Some(now_rfc3339());
         let line = format!("{id}: {}", row.title);
         reporter.event(&RunEvent::Note(line));
@@ -171,16 +139,22 @@ impl Bundle {
         let run_id = self.report.run_id.clone();
         let dir = self.dir.clone();
         let row = self.row(id);
-        row.status = outcome.status.into();
+        row.status = outcome.status;
         row.seconds = Some(began.elapsed().as_secs_f64());
         row.timed_out = timed_out;
         row.summary = outcome.summary;
         row.failures = outcome.failures;
-        let mut file = json!({"run_id": run_id, "stage": id, "status": row.status, "failures": row.failures});
+        let header = StageHeader { run_id, stage: id.into(), status: row.status, failures: row.failures.clone() };
+        let mut file = serde_json::to_value(&header).unwrap_or(Value::Null);
         if let (Value::Object(f), Value::Object(d)) = (&mut file, outcome.data) {
             f.extend(d);
         }
-        let line = format!("{id}: {} ({:.1}s) {}", row.status.to_uppercase(), row.seconds.unwrap_or(0.0), row.summary);
+        let line = format!(
+            "{id}: {} ({:.1}s) {}",
+            row.status.as_str().to_uppercase(),
+            row.seconds.unwrap_or(0.0),
+            row.summary
+        );
         let path = dir.join(&row.file);
         write_atomic(&path, &serde_json::to_vec_pretty(&file).expect("serializable"))
             .map_err(|source| GateError::Out { path, source })?;
@@ -191,8 +165,8 @@ impl Bundle {
     /// Marks the pending stages not-run; R6 only with `drift_too` (after a server death its samples still tell).
     fn skip_rest(&mut self, why: &str, drift_too: bool) {
         for row in &mut self.report.stages {
-            if row.status == "pending" && (drift_too || row.id != "R6") {
-                row.status = "not-run".into();
+            if row.status == StageStatus::Pending && (drift_too || row.id != "R6") {
+                row.status = StageStatus::NotRun;
                 row.summary = why.into();
             }
         }
@@ -229,7 +203,7 @@ pub fn run_qualify(
             StageRow {
                 id: (*id).into(),
                 title: (*title).into(),
-                status: if selected { "pending" } else { "not-run" }.into(),
+                status: if selected { StageStatus::Pending } else { StageStatus::NotRun },
                 file: (*file).into(),
                 started_at: None,
                 seconds: None,
@@ -266,7 +240,7 @@ pub fn run_qualify(
             identity_digest: opts.identity.digest.clone(),
             started_at,
             finished_at: None,
-            verdict: "running".into(),
+            verdict: QualificationVerdict::Running,
             partial: STAGES.iter().any(|s| !opts.stages.iter().any(|o| o == s)),
             selected: opts.stages.clone(),
             base_url: base_url.clone(),
@@ -336,7 +310,7 @@ pub fn run_qualify(
         _ => failures[0].clone(),
     };
     bundle.finish("R0", began, Outcome::judged(failures, summary, data), timed_out, reporter)?;
-    let r0_passed = bundle.report.stage("R0").is_some_and(|s| s.status == "pass");
+    let r0_passed = bundle.report.stage("R0").is_some_and(|s| s.status == StageStatus::Pass);
     if !r0_passed {
         bundle.skip_rest("R0 failed: the run stops", true);
     }
@@ -345,7 +319,7 @@ pub fn run_qualify(
     let mut dead: Option<String> = None;
     let mut r1_answers: Vec<(String, Option<String>)> = Vec::new();
     for id in ["R1", "R2", "R3", "R4", "R5"] {
-        if bundle.report.stage(id).is_none_or(|s| s.status != "pending") {
+        if bundle.report.stage(id).is_none_or(|s| s.status != StageStatus::Pending) {
             continue;
         }
         let began = bundle.begin(id, reporter)?;
@@ -425,9 +399,16 @@ pub fn run_qualify(
         None => (None, gauntlet_schema::SentryRecord::default(), Vec::new()),
     };
 
-    if bundle.report.stage("R6").is_some_and(|s| s.status == "pending") {
+    if bundle.report.stage("R6").is_some_and(|s| s.status == StageStatus::Pending) {
         let began = bundle.begin("R6", reporter)?;
-        let outcome = resource_drift(dir, profile, samples_taken, &sentry, &sentry_findings, stop.as_deref());
+        let outcome = resource_drift(
+            dir,
+            profile,
+            samples_taken,
+            &sentry,
+            &sentry_findings,
+            stop.map(|s: gauntlet_schema::StopOutcome| s.as_str()),
+        );
         bundle.finish("R6", began, outcome, false, reporter)?;
     }
 
@@ -436,7 +417,7 @@ pub fn run_qualify(
     let problems = verify::check(dir, false);
     let files = verify::inventory(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
     let count = files.len();
-    let status = if problems.is_empty() { "pass" } else { "fail" };
+    let status = if problems.is_empty() { StageStatus::Pass } else { StageStatus::Fail };
     let manifest = json!({"status": status, "failures": problems, "files": files});
     let summary = if problems.is_empty() {
         format!("{count} files hashed; every recomputed verdict equals the stored one")
@@ -445,7 +426,7 @@ pub fn run_qualify(
     };
     bundle.finish("R7", began, Outcome { status, summary, failures: problems, data: manifest }, false, reporter)?;
 
-    bundle.report.verdict = fold(&bundle.report.stages).into();
+    bundle.report.verdict = fold(&bundle.report.stages);
     bundle.report.finished_at = Some(now_rfc3339());
     bundle.save()?;
     Ok(bundle.report)
@@ -472,7 +453,7 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
             missing.join(", ")
         ));
     }
-    if report.verdict != "pass" {
+    if report.verdict != QualificationVerdict::Pass {
         refusals.push(format!("the qualification's verdict is {}: only a passing one is promoted", report.verdict));
     }
     if !refusals.is_empty() {
@@ -485,7 +466,7 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
         decision_version: DECISION_VERSION,
         run_id: report.run_id,
         profile: report.profile,
-        identity: snapshot["identity"].clone(),
+        identity: gauntlet_schema::IdentityRecord::from_value(snapshot["identity"].clone()),
         identity_digest: report.identity_digest,
         verdict: report.verdict,
         qualified_at: report.finished_at.unwrap_or(report.started_at),
@@ -500,13 +481,13 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
 }
 
 /// The overall verdict a set of stage rows gives (also what `verify` recomputes).
-pub fn fold(rows: &[StageRow]) -> &'static str {
-    if rows.iter().any(|s| s.status == "fail") {
-        "fail"
-    } else if rows.iter().any(|s| s.status == "inconclusive") {
-        "inconclusive"
+pub fn fold(rows: &[StageRow]) -> QualificationVerdict {
+    if rows.iter().any(|s| s.status == StageStatus::Fail) {
+        QualificationVerdict::Fail
+    } else if rows.iter().any(|s| s.status == StageStatus::Inconclusive) {
+        QualificationVerdict::Inconclusive
     } else {
-        "pass"
+        QualificationVerdict::Pass
     }
 }
 
@@ -837,7 +818,7 @@ async fn saturation(
         .collect::<Vec<_>>()
         .join(", ");
     let mut failures = problems;
-    if verdict == "fail" && failures.is_empty() {
+    if verdict == BenchVerdict::Fail && failures.is_empty() {
         failures.push("requests failed".into());
     }
     Outcome::judged(failures, summary, json!({"workload": w, "levels": levels}))
@@ -863,10 +844,10 @@ async fn performance(
             problems.push(format!("cannot keep the baseline in the bundle: {e}"));
         }
     }
-    let status = match (verdict.as_str(), problems.is_empty()) {
-        ("fail" | "regression", _) | (_, false) => "fail",
-        ("inconclusive", true) => "inconclusive",
-        _ => "pass",
+    let status = match (verdict, problems.is_empty()) {
+        (BenchVerdict::Fail | BenchVerdict::Regression, _) | (_, false) => StageStatus::Fail,
+        (BenchVerdict::Inconclusive, true) => StageStatus::Inconclusive,
+        _ => StageStatus::Pass,
     };
     let summary = match verdict.as_str() {
         "candidate" => "no baseline: recorded as candidate evidence, no performance gate applied".to_owned(),
@@ -880,7 +861,7 @@ async fn performance(
         }
     };
     let mut failures = problems;
-    if status == "fail" && failures.is_empty() {
+    if status == StageStatus::Fail && failures.is_empty() {
         failures.push(format!("bench verdict: {verdict}"));
     }
     // The stage file is also a bench record: a later `qualify --baseline` or `bench --baseline` reads it as one.

@@ -2,13 +2,13 @@
 
 use std::fmt::Write as _;
 
-use super::Qualification;
+use super::{Qualification, QualificationVerdict};
 
 pub fn markdown(q: &Qualification) -> String {
     let mut md = String::new();
-    let verdict = match q.verdict.as_str() {
-        "running" => "RUNNING (a stage is in progress or the run was killed)".to_owned(),
-        v => v.to_uppercase(),
+    let verdict = match q.verdict {
+        QualificationVerdict::Running => "RUNNING (a stage is in progress or the run was killed)".to_owned(),
+        v => v.as_str().to_uppercase(),
     };
     let _ = writeln!(md, "# Release qualification: {}\n", q.profile);
     let _ = writeln!(
@@ -34,8 +34,11 @@ pub fn markdown(q: &Qualification) -> String {
     let _ = writeln!(md, "|---|---|---|---:|---|---|");
     for s in &q.stages {
         let secs = s.seconds.map_or(String::new(), |x| format!("{x:.1}"));
-        let status =
-            if s.timed_out { format!("{} (timed out)", s.status.to_uppercase()) } else { s.status.to_uppercase() };
+        let status = if s.timed_out {
+            format!("{} (timed out)", s.status.as_str().to_uppercase())
+        } else {
+            s.status.as_str().to_uppercase()
+        };
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {} | `{}` |",

@@ -4,15 +4,17 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
-    BASELINE_FILE, DeterminismCase, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
-    QualityItem, REPORT_FILE, SNAPSHOT_FILE, correctness_failures, determinism_failures, drift, fold, is_deterministic,
-    quality_problems, quality_verdict, words,
+    BASELINE_FILE, DeterminismCase, EvidenceFile, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION,
+    Qualification, QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures,
+    drift, fold, is_deterministic, quality_problems, quality_verdict, words,
 };
 use crate::manifest::QualifySettings;
 use crate::run::{BenchRecord, Level, Workload};
+use gauntlet_schema::IdentityRecord;
+use gauntlet_schema::bench::Call;
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
 const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, HTML_FILE];
@@ -70,7 +72,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
     if snapshot["run_id"].as_str() != Some(run_id) {
         problems.push(format!("{SNAPSHOT_FILE} belongs to another run (run_id {})", snapshot["run_id"]));
     }
-    let digest = crate::identity::digest(&snapshot["identity"]);
+    let digest = crate::identity::identity_digest(&IdentityRecord::from_value(snapshot["identity"].clone()));
     if snapshot["identity_digest"].as_str() != Some(digest.as_str()) || report.identity_digest != digest {
         problems.push(format!(
             "identity mismatch: {SNAPSHOT_FILE}'s identity hashes to {digest}, it records {} and {REPORT_FILE} {}",
@@ -87,9 +89,9 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
         if row.id == "R7" && !finished {
             continue;
         }
-        match row.status.as_str() {
-            "not-run" => continue,
-            "pass" | "fail" | "inconclusive" => {}
+        match row.status {
+            StageStatus::NotRun => continue,
+            StageStatus::Pass | StageStatus::Fail | StageStatus::Inconclusive => {}
             other => {
                 problems.push(format!("{}: stage never finished (status `{other}`)", row.id));
                 continue;
@@ -109,7 +111,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
         }
         if row.timed_out || !file["server_down"].is_null() {
             // Abandoned at its timeout, or not started on a dead server: no data to recompute, and it failed.
-            if row.status != "fail" {
+            if row.status != StageStatus::Fail {
                 problems.push(format!("{}: timed out but recorded as {}", row.id, row.status));
             }
             continue;
@@ -146,8 +148,8 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
     problems
 }
 
-fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<String> {
-    let digest = crate::identity::digest(&file["identity"]);
+fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec<String>) -> Option<StageStatus> {
+    let digest = crate::identity::identity_digest(&IdentityRecord::from_value(file["identity"].clone()));
     if file["identity_digest"].as_str() != Some(digest.as_str()) || digest != report.identity_digest {
         problems.push(format!(
             "identity mismatch: r0-identity.json's identity hashes to {digest}, the run's identity is {}",
@@ -165,14 +167,14 @@ fn r0(file: &Value, snapshot: &Value, report: &Qualification, problems: &mut Vec
     None
 }
 
-fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let cases: Vec<gauntlet_schema::CaseRecord> = parse(&file["cases"], "r1-correctness.json: cases", problems)?;
     let expected: Vec<String> = parse(&snapshot["expected_failures"], "profile.snapshot.json", problems)?;
     let failures = correctness_failures(&cases, &expected);
-    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+    Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
     let items: Vec<QualityItem> = parse(&file["items"], "r2-quality.json: items", problems)?;
     match quality_problems(&settings.quality.set) {
         Ok((set, _)) => {
@@ -198,10 +200,10 @@ fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> O
     if file["accuracy"].as_f64() != Some(accuracy) {
         problems.push(format!("r2-quality.json: accuracy {} but the replies give {accuracy}", file["accuracy"]));
     }
-    Some(if failures.is_empty() { "pass" } else { "fail" }.into())
+    Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r3(file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r3(file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let cases: Vec<DeterminismCase> = parse(&file["cases"], "r3-determinism.json: cases", problems)?;
     for c in &cases {
         if c.deterministic != is_deterministic(&c.answers) {
@@ -210,7 +212,7 @@ fn r3(file: &Value, problems: &mut Vec<String>) -> Option<String> {
     }
     let recomputed: Vec<DeterminismCase> =
         cases.into_iter().map(|c| DeterminismCase { deterministic: is_deterministic(&c.answers), ..c }).collect();
-    Some(if determinism_failures(&recomputed).is_empty() { "pass" } else { "fail" }.into())
+    Some(if determinism_failures(&recomputed).is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
 /// Recomputes every level's metrics and per-batch samples from its raw batches; they must be equal.
@@ -231,7 +233,7 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
     Some(out)
 }
 
-fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let mut recomputed = levels(file, "R5", problems)?;
     let baseline = if file["baseline"].is_null() {
         None
@@ -245,10 +247,8 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
     if file["verdict"].as_str() != Some(verdict.as_str()) {
         problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
     }
-    let calls = |ls: &[Level]| -> Vec<(usize, String, String)> {
-        ls.iter()
-            .flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call.clone())))
-            .collect()
+    let calls = |ls: &[Level]| -> Vec<(usize, String, Call)> {
+        ls.iter().flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call))).collect()
     };
     let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
     if calls(&stored) != calls(&recomputed) {
@@ -257,7 +257,7 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
     None
 }
 
-fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<String> {
+fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
     let text = match std::fs::read_to_string(dir.join(MONITOR_FILE)) {
         Ok(t) => t,
         Err(_) => {
@@ -277,31 +277,35 @@ fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
         problems.push(format!("R6: the drift verdict recomputed from {MONITOR_FILE} differs from r6-drift.json"));
     }
     if again.status == "fail" && file["status"] == "pass" {
-        return Some("fail".into());
+        return Some(StageStatus::Fail);
     }
     None
 }
 
-fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
+fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
     let Some(listed) = file["files"].as_array() else {
         problems.push(format!("{MANIFEST_FILE}: no file list"));
         return None;
     };
     let mut names = Vec::new();
     for f in listed {
-        let (Some(path), Some(sha), Some(bytes)) = (f["path"].as_str(), f["sha256"].as_str(), f["bytes"].as_u64())
-        else {
+        let Ok(EvidenceFile { path, sha256: sha, bytes }) = serde_json::from_value::<EvidenceFile>(f.clone()) else {
             problems.push(format!("{MANIFEST_FILE}: malformed entry {f}"));
             continue;
         };
-        names.push(path.to_owned());
-        match crate::util::sha256_file(&dir.join(path)) {
+        // Evidence files are plain names in the bundle's folder: anything else would be read outside it.
+        if path.is_empty() || path.contains(['/', '\\']) || path == "." || path == ".." {
+            problems.push(format!("{MANIFEST_FILE}: `{path}` is not a file name of the bundle"));
+            continue;
+        }
+        names.push(path.clone());
+        match crate::util::sha256_file(&dir.join(&path)) {
             Err(_) => problems.push(format!("missing evidence: {path}")),
             Ok(actual) if actual != sha => {
                 problems.push(format!("{path}: sha256 is {actual}, the manifest says {sha}"))
             }
             Ok(_) => {
-                let size = std::fs::metadata(dir.join(path)).map(|m| m.len()).unwrap_or(0);
+                let size = std::fs::metadata(dir.join(&path)).map(|m| m.len()).unwrap_or(0);
                 if size != bytes {
                     problems.push(format!("{path}: {size} bytes, the manifest says {bytes}"));
                 }
@@ -311,9 +315,8 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
     match inventory(dir) {
         Ok(present) => {
             for p in present {
-                let name = p["path"].as_str().unwrap_or_default();
-                if !names.iter().any(|n| n == name) {
-                    problems.push(format!("{name} is not in {MANIFEST_FILE}"));
+                if !names.contains(&p.path) {
+                    problems.push(format!("{} is not in {MANIFEST_FILE}", p.path));
                 }
             }
         }
@@ -323,7 +326,7 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<String> {
 }
 
 /// Every evidence file of the bundle with its sha256 and size, sorted by name.
-pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<Value>> {
+pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<EvidenceFile>> {
     let mut out = Vec::new();
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
@@ -333,7 +336,7 @@ pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<Value>> {
             continue;
         }
         let bytes = e.metadata()?.len();
-        out.push(json!({"path": name, "sha256": crate::util::sha256_file(&e.path())?, "bytes": bytes}));
+        out.push(EvidenceFile { sha256: crate::util::sha256_file(&e.path())?, path: name, bytes });
     }
     Ok(out)
 }

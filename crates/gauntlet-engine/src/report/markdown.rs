@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use gauntlet_schema::{CaseRecord, CaseStatus, RunRecord, Severity};
+use gauntlet_schema::{CaseRecord, CaseStatus, RunRecord, ServerMode, Severity};
 
 use crate::compare::first_difference;
 
@@ -14,9 +14,9 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     let _ = writeln!(s, "| verdict | **{}** |", run.verdict.as_str());
     let _ = writeln!(s, "| model | {} |", cell(&model_line(run)));
     let _ = writeln!(s, "| server | {} |", cell(&server_line(run)));
-    let load = match (run.server.load_seconds, run.server.mode.as_str()) {
+    let load = match (run.server.load_seconds, run.server.mode) {
         (Some(secs), _) => format!("{secs:.2} s"),
-        (None, "attached") => "not measured (attached)".into(),
+        (None, ServerMode::Attached) => "not measured (attached)".into(),
         (None, _) => "did not load".into(),
     };
     let _ = writeln!(s, "| load time | {load} |");
@@ -86,21 +86,26 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     s
 }
 
+/// The model as the identity's recipe names it: a spawned server's model file and digest, or the name an
+/// attached server is asked for. A record whose identity has an older shape says so instead of guessing.
 fn model_line(run: &RunRecord) -> String {
-    let m = &run.identity["model"];
-    match (m["name"].as_str(), m["file"].as_str(), m["sha256"].as_str()) {
-        (Some(name), Some(file), Some(sha)) => {
-            format!("{name} (`{file}`, sha256 {}…)", &sha[..12.min(sha.len())])
+    let Some(m) = run.identity.model() else {
+        return "(not recorded: identity of an older shape)".into();
+    };
+    match (&m.file, &m.sha256) {
+        (Some(file), Some(sha)) => {
+            let prefix: String = sha.chars().take(12).collect();
+            format!("{} (`{file}`, sha256 {prefix}…)", m.name)
         }
-        _ => format!("`{}` (served by the attached server)", run.identity["request_model"].as_str().unwrap_or("?")),
+        _ => format!("`{}` (served by the attached server)", run.identity.request_model().unwrap_or(&m.name)),
     }
 }
 
 fn server_line(run: &RunRecord) -> String {
-    if run.server.mode == "attached" {
+    if run.server.mode == ServerMode::Attached {
         return format!("attached to {}", run.server.base_url);
     }
-    let name = run.identity["server"]["name"].as_str().unwrap_or("?");
+    let name = run.identity.server().and_then(|s| s.name.as_deref()).unwrap_or("(not recorded)");
     format!("{name} at {} (stop: {})", run.server.base_url, run.server.stop)
 }
 

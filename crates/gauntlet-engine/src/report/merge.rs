@@ -100,11 +100,12 @@ fn read(path: &Path) -> Shard {
             Err(e) => Shard::Unreadable { source, reason: format!("not a skip record: {e}") },
         };
     }
-    let reused = path
-        .parent()
-        .and_then(|d| std::fs::read_to_string(d.join("reused.json")).ok())
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .map(|v| v["original_started_at"].as_str().unwrap_or("an earlier run").to_owned());
+    let reused = path.parent().and_then(|d| std::fs::read_to_string(d.join("reused.json")).ok()).map(|t| {
+        match serde_json::from_str::<gauntlet_schema::store::Reused>(&t) {
+            Ok(r) => r.original_started_at,
+            Err(_) => "an earlier run".to_owned(),
+        }
+    });
     match parse_run_record(&text) {
         Ok(record) => Shard::Ran { source, record: Box::new(record), reused },
         Err(reason) => Shard::Unreadable { source, reason },

@@ -5,7 +5,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use gauntlet_schema::ReceiveClock;
+use gauntlet_schema::bench::Call as BenchCall;
+pub use gauntlet_schema::bench::{
+    BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
+    Workload,
+};
 use serde_json::{Value, json};
 
 use super::{GateError, Reporter, RunEvent};
@@ -17,80 +22,6 @@ use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionOptions};
-
-/// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
-/// to open their own connection. Versions 1 and 2 are still read.
-pub const BENCH_VERSION: u32 = 3;
-
-/// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Workload {
-    pub concurrency: Vec<usize>,
-    pub max_tokens: u64,
-    pub warmups: usize,
-    /// Measured batches per concurrency: one sample of every metric each.
-    pub repetitions: usize,
-    /// The prompts' corpus (`prompts` in the manifest): where it came from and its digest, so that records of
-    /// different corpora are never compared. Absent: the built-in prompts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corpus: Option<Corpus>,
-    /// The corpus's prompts, in order (not written into records: the digest stands for them).
-    #[serde(skip)]
-    pub prompts: Vec<String>,
-    /// Open loop: each batch's `concurrency` requests arrive as a Poisson process at this many requests per second
-    /// (seeded by `seed`) instead of all at once. Absent: closed loop.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-}
-
-impl Workload {
-    /// A workload of the built-in prompts.
-    pub fn new(concurrency: Vec<usize>, max_tokens: u64, warmups: usize, repetitions: usize) -> Workload {
-        Workload {
-            concurrency,
-            max_tokens,
-            warmups,
-            repetitions,
-            corpus: None,
-            prompts: Vec::new(),
-            rate: None,
-            seed: None,
-        }
-    }
-
-    /// When each of the `n` requests of batch `index` is sent, in seconds after the release: all at 0 in a closed
-    /// loop; in an open loop, a Poisson process at `rate` (exponential gaps, the first request at 0), the same for
-    /// the same seed and batch.
-    pub fn arrivals(&self, index: usize, n: usize) -> Vec<f64> {
-        let Some(rate) = self.rate.filter(|r| *r > 0.0 && r.is_finite()) else { return vec![0.0; n] };
-        // One stream per batch: the bench's own seeded generator, keyed by the seed and the batch index.
-        let mut rng = stats::Rng::new(self.seed.unwrap_or(1) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let mut t = 0.0;
-        (0..n)
-            .map(|i| {
-                if i > 0 {
-                    // Exponential gap with mean 1 / rate, from a uniform in (0, 1].
-                    t += -(1.0 - rng.uniform()).ln() / rate;
-                }
-                t
-            })
-            .collect()
-    }
-
-    /// The `i`-th prompt sent, cycling through the corpus (or the built-in prompts).
-    pub fn prompt(&self, i: usize) -> &str {
-        if self.prompts.is_empty() { PROMPTS[i % PROMPTS.len()] } else { &self.prompts[i % self.prompts.len()] }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Corpus {
-    pub path: String,
-    pub sha256: String,
-    pub prompts: usize,
-}
 
 /// Prompts from a JSONL corpus: one object per line with a non-empty string `prompt` (vLLM's custom-dataset
 /// layout); blank lines are skipped. Every bad line is reported with its number.
@@ -112,132 +43,12 @@ pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
     if errors.is_empty() { Ok(prompts) } else { Err(errors) }
 }
 
-/// Prompts of the built-in workload: varied enough that no answer is trivially short.
-const PROMPTS: &[&str] = &[
-    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
-    "Explain how a refrigerator keeps food cold, step by step.",
-    "Describe a walk through a busy market in the morning.",
-    "Write a letter to a friend about learning to bake bread.",
-    "Explain why the sky is blue to a curious child.",
-    "Describe the life cycle of a butterfly in detail.",
-    "Write a short story about a robot that wants to become a gardener.",
-    "Explain how trains switch from one track to another.",
-];
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RequestRecord {
-    /// Seconds after the batch was released.
-    pub start: f64,
-    /// `[t, content, reasoning]` per SSE event, t in seconds after the request was sent.
-    pub events: Vec<(f64, String, String)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion_tokens: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// No open connection was ready for it, so it opened its own just before it was sent: the connect is not in
-    /// its times, but the server saw it on a new connection.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub connected: bool,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Batch {
-    /// Seconds from release to the last response.
-    pub seconds: f64,
-    /// CLOCK_MONOTONIC at the release, in nanoseconds: lines the batch up with a server's or the kernel's own
-    /// monotonic timestamps (absent in version-1 records).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub released_monotonic_ns: Option<u64>,
-    /// The most requests the client had open at once.
-    pub in_flight_max: usize,
-    /// Where the times of arriving bytes come from: `kernel` (the kernel's receive stamp of every read), `client`
-    /// (when the client's read returned: HTTPS, or no stamps), or `mixed`; absent in records before version 3 and
-    /// when no request of the batch got as far as reading.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receive_clock: Option<String>,
-    pub requests: Vec<RequestRecord>,
-}
-
-/// Per concurrency: the raw batches, the metrics over all of them, and one sample per batch of each compared metric.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Level {
-    pub concurrency: usize,
-    pub batches: Vec<Batch>,
-    pub metrics: Value,
-    pub samples: std::collections::BTreeMap<String, Vec<f64>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub comparisons: Vec<MetricComparison>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MetricComparison {
-    pub metric: String,
-    pub better: String,
-    pub baseline_mean: f64,
-    pub mean: f64,
-    pub change: f64,
-    pub interval: (f64, f64),
-    pub p_value: Option<f64>,
-    pub call: String,
-    pub why: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BenchRecord {
-    pub bench_version: u32,
-    pub gauntlet_version: String,
-    pub profile: String,
-    pub started_at: String,
-    pub identity: Value,
-    pub identity_digest: String,
-    pub runtime: Value,
-    pub workload: Workload,
-    pub definitions: Value,
-    pub levels: Vec<Level>,
-    /// `pass`, `regression`, `inconclusive`, `improvement`, or `candidate` (nothing to compare with).
-    pub verdict: String,
-    pub rules: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-    /// A regression measured again (`bench --confirm`): what the re-run said and what stands.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub confirmation: Option<Confirmation>,
-    /// The server's lifecycle findings (killed, stuck, leftover processes, build) and the sentry's; a `fail` among
-    /// them fails the bench.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<gauntlet_schema::Finding>,
-    /// What the kernel-log bracket and the GPU wait saw around the bench.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sentry: Option<gauntlet_schema::SentryRecord>,
-    /// The server's build step, when it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<gauntlet_schema::BuildRecord>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Confirmation {
-    /// The re-run's record, relative to this one's folder.
-    pub record: String,
-    pub verdict: String,
-    /// `regression` when the re-run shows it too, else `inconclusive`.
-    pub stands: String,
-}
-
-impl BenchRecord {
-    /// The verdict after a confirm re-run, if there was one.
-    pub fn final_verdict(&self) -> &str {
-        self.confirmation.as_ref().map_or(self.verdict.as_str(), |c| c.stands.as_str())
-    }
-}
-
 /// Records the re-run `again` of a regression in `first`; returns one line saying what stands.
 pub fn confirm(first: &mut BenchRecord, again: &BenchRecord, record: &str) -> String {
-    let stands = if again.verdict == "regression" { "regression" } else { "inconclusive" };
-    first.confirmation =
-        Some(Confirmation { record: record.into(), verdict: again.verdict.clone(), stands: stands.into() });
-    if stands == "regression" {
+    let stands =
+        if again.verdict == BenchVerdict::Regression { BenchVerdict::Regression } else { BenchVerdict::Inconclusive };
+    first.confirmation = Some(Confirmation { record: record.into(), verdict: again.verdict, stands });
+    if stands == BenchVerdict::Regression {
         "the re-run shows the regression too: it stands".into()
     } else {
         format!("the re-run says {}: the regression is not confirmed, the result is inconclusive", again.verdict)
@@ -272,15 +83,7 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
         path
     };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let raw: Value = serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-    match raw.get("bench_version").and_then(Value::as_u64) {
-        Some(v) if (1..=BENCH_VERSION as u64).contains(&v) => {}
-        Some(v) => {
-            return Err(format!("{}: bench_version {v} is not readable (reads 1 to {BENCH_VERSION})", path.display()));
-        }
-        None => return Err(format!("{}: no bench_version: not a gauntlet bench record", path.display())),
-    }
-    serde_json::from_value(raw).map_err(|e| format!("{}: {e}", path.display()))
+    gauntlet_schema::parse_bench_record(&text, &path.display().to_string())
 }
 
 pub(crate) fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
@@ -310,8 +113,8 @@ pub fn run_bench(
     let rt = crate::util::measuring_runtime();
     let opts = SessionOptions { out_dir, ready_limit: None, built: None, announce_cases: None };
     let mut session = Session::open(profile, opts, &rt, reporter)?;
-    let (mut identity_value, mut runtime) = (identity.value.clone(), identity.runtime.clone());
-    crate::session::stamp_build(session.build_identity.as_ref(), &mut identity_value, &mut runtime);
+    let (mut identity_value, runtime) = (identity.value.clone(), identity.runtime.clone());
+    crate::session::stamp_build(session.build_identity.as_ref(), &mut identity_value);
     let loaded = session.loaded();
     let mut problems: Vec<String> = Vec::new();
     let mut levels = Vec::new();
@@ -338,7 +141,7 @@ pub fn run_bench(
     // A device fault, a stuck server or a failed build fails the bench whatever its numbers say.
     for f in findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
         problems.push(format!("{}: {}", f.kind, f.message));
-        verdict = "fail".into();
+        verdict = BenchVerdict::Fail;
     }
     let record = BenchRecord {
         bench_version: BENCH_VERSION,
@@ -439,7 +242,7 @@ pub(crate) fn assess(
     baseline: Option<&BenchRecord>,
     loaded: bool,
     rules: &Rules,
-) -> (String, Vec<String>) {
+) -> (BenchVerdict, Vec<String>) {
     let same_workload = |b: &Workload| {
         (&b.corpus, b.max_tokens, b.rate, b.seed)
             == (&workload.corpus, workload.max_tokens, workload.rate, workload.seed)
@@ -484,29 +287,29 @@ pub(crate) fn assess(
             l.comparisons.push(comparison(name, *better, a, b, &c));
         }
     }
-    let calls: Vec<&str> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call.as_str())).collect();
+    let calls: Vec<BenchCall> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call)).collect();
     let verdict = if !loaded || levels.iter().any(|l| l.metrics["failed"].as_u64().unwrap_or(0) > 0) {
-        "fail"
+        BenchVerdict::Fail
     } else if baseline.is_none() {
-        "candidate"
-    } else if calls.contains(&"regression") {
-        "regression"
-    } else if calls.contains(&"inconclusive") || calls.is_empty() {
-        "inconclusive"
-    } else if calls.contains(&"improvement") {
-        "improvement"
+        BenchVerdict::Candidate
+    } else if calls.contains(&BenchCall::Regression) {
+        BenchVerdict::Regression
+    } else if calls.contains(&BenchCall::Inconclusive) || calls.is_empty() {
+        BenchVerdict::Inconclusive
+    } else if calls.contains(&BenchCall::Improvement) {
+        BenchVerdict::Improvement
     } else {
-        "pass"
+        BenchVerdict::Pass
     };
-    (verdict.into(), problems)
+    (verdict, problems)
 }
 
 fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) -> MetricComparison {
     MetricComparison {
         metric: name.into(),
         better: match better {
-            Better::Lower => "lower".into(),
-            Better::Higher => "higher".into(),
+            Better::Lower => gauntlet_schema::bench::Better::Lower,
+            Better::Higher => gauntlet_schema::bench::Better::Higher,
         },
         baseline_mean: stats::mean(a).unwrap_or(0.0),
         mean: stats::mean(b).unwrap_or(0.0),
@@ -514,12 +317,11 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
         interval: c.interval,
         p_value: c.p_value,
         call: match c.call {
-            Call::Regression => "regression",
-            Call::Improvement => "improvement",
-            Call::NoChange => "no-change",
-            Call::Inconclusive => "inconclusive",
-        }
-        .into(),
+            Call::Regression => BenchCall::Regression,
+            Call::Improvement => BenchCall::Improvement,
+            Call::NoChange => BenchCall::NoChange,
+            Call::Inconclusive => BenchCall::Inconclusive,
+        },
         why: c.why.clone(),
     }
 }
@@ -663,15 +465,15 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
     // Reqwest's reads count as unstamped; a request whose task failed has no reads to count.
     let receive_clock = match (stamped, unstamped) {
         (0, 0) => None,
-        (_, 0) => Some("kernel"),
-        (0, _) => Some("client"),
-        _ => Some("mixed"),
+        (_, 0) => Some(ReceiveClock::Kernel),
+        (0, _) => Some(ReceiveClock::Client),
+        _ => Some(ReceiveClock::Mixed),
     };
     let batch = Batch {
         seconds: released.elapsed().as_secs_f64(),
         released_monotonic_ns: released_ns,
         in_flight_max: peak.load(Ordering::SeqCst),
-        receive_clock: receive_clock.map(Into::into),
+        receive_clock,
         requests,
     };
     (batch, pool)

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Value, json};
 
 use super::bench::{BenchRecord, Level};
+use gauntlet_schema::ReceiveClock;
 
 /// The measures exported per concurrency: BMF slug, the compared metric whose per-batch samples bound it, how the
 /// pooled value is read from the level's metrics, and the factor to the slug's unit.
@@ -66,7 +67,7 @@ pub fn comparison_line(concurrency: usize, c: &super::bench::MetricComparison) -
 pub fn markdown(r: &BenchRecord) -> String {
     let ms = |v: Option<f64>| v.map_or("—".to_owned(), |x| format!("{:.1}", x * 1e3));
     let mut md = String::new();
-    let _ = writeln!(md, "# gauntlet bench: {} — {}\n", r.profile, r.verdict.to_uppercase());
+    let _ = writeln!(md, "# gauntlet bench: {} — {}\n", r.profile, r.verdict.as_str().to_uppercase());
     let w = &r.workload;
     let _ = writeln!(
         md,
@@ -85,12 +86,14 @@ pub fn markdown(r: &BenchRecord) -> String {
         }
     );
     let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
-    let clocks: std::collections::BTreeSet<&str> =
-        r.levels.iter().flat_map(|l| &l.batches).filter_map(|b| b.receive_clock.as_deref()).collect();
+    let clocks: std::collections::BTreeSet<ReceiveClock> =
+        r.levels.iter().flat_map(|l| &l.batches).filter_map(|b| b.receive_clock).collect();
     let arrival = match clocks.iter().copied().collect::<Vec<_>>()[..] {
         [] => None,
-        ["kernel"] => Some("the kernel's receive stamp of every read: the client's own load is not in them"),
-        ["client"] => {
+        [ReceiveClock::Kernel] => {
+            Some("the kernel's receive stamp of every read: the client's own load is not in them")
+        }
+        [ReceiveClock::Client] => {
             Some("when the client's reads returned (HTTPS, or no kernel stamps): its own load can be in them")
         }
         _ => Some("the kernel's receive stamps for some reads, when the client's reads returned for others"),
@@ -170,7 +173,7 @@ mod tests {
             seconds: 0.1 + 3.0 * gap,
             released_monotonic_ns: None,
             in_flight_max: 2,
-            receive_clock: Some("kernel".into()),
+            receive_clock: Some(ReceiveClock::Kernel),
             requests: vec![record(0.0, gap), record(0.0, gap)],
         };
         let l = level(2, vec![batch(0.01), batch(0.02)], 4);
@@ -190,7 +193,7 @@ mod tests {
         assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
         assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
         let mut mixed = l;
-        mixed.batches[1].receive_clock = Some("client".into());
+        mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
         let md = markdown(&bench(vec![mixed]));
         assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
     }

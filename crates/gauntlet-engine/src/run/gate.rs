@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
     Answer, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION, RunRecord,
-    ServerRecord, Severity, SuiteRecord, Verdict,
+    ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
 };
 use serde_json::Value;
 
@@ -48,7 +48,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         announce_cases: Some(profile.suite.cases.len()),
     };
     let mut session = Session::open(profile, session_opts, &rt, reporter)?;
-    crate::session::stamp_build(session.build_identity.as_ref(), &mut identity, &mut runtime);
+    crate::session::stamp_build(session.build_identity.as_ref(), &mut identity);
     let loaded = session.loaded();
     let load_seconds = session.load.clone().ok().flatten();
     if loaded
@@ -154,7 +154,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         runtime,
         environment: environment(),
         server: ServerRecord {
-            mode: if spawned || build.is_some() { "spawned" } else { "attached" }.into(),
+            mode: if spawned || build.is_some() { ServerMode::Spawned } else { ServerMode::Attached },
             base_url,
             command,
             pid: closed.pid,

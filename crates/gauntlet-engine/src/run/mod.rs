@@ -5,9 +5,10 @@ pub mod bench_report;
 mod gate;
 mod outputs;
 
+// The bench record's types live in the schema crate; re-exported here so that callers keep their paths.
 pub use bench::{
-    BENCH_VERSION, BenchRecord, Confirmation, Corpus, Level, Workload, confirm, read_bench, read_corpus, run_bench,
-    write_bench,
+    BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
+    Workload, confirm, read_bench, read_corpus, run_bench, write_bench,
 };
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};

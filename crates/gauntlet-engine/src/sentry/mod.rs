@@ -4,7 +4,7 @@ pub mod gpu;
 pub mod kmsg;
 pub mod patterns;
 
-use gauntlet_schema::{Finding, KernelHit, SentryRecord, Severity};
+use gauntlet_schema::{Finding, FindingKind, KernelHit, KernelLogState, SentryRecord, Severity};
 
 use kmsg::Observed;
 use patterns::{Class, Match, Patterns};
@@ -68,8 +68,8 @@ fn hit(source: &str, seq: Option<u64>, m: &Match, text: &str, ours: bool) -> Ker
 pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (SentryRecord, Vec<Finding>) {
     let patterns = Patterns::embedded();
     let mut findings = Vec::new();
-    let mut finding = |kind: &str, severity: Severity, message: String| {
-        findings.push(Finding { kind: kind.into(), severity, message, case: None });
+    let mut finding = |kind: FindingKind, severity: Severity, message: String| {
+        findings.push(Finding { kind, severity, message, case: None });
     };
     let mut rec = SentryRecord::default();
 
@@ -82,11 +82,11 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
 
     let obs = match observed {
         Err(why) => {
-            rec.kernel_log = "blind".into();
+            rec.kernel_log = KernelLogState::Blind;
             rec.reason = Some(why.to_owned());
             let severity = if ours.on_gpu { Severity::Warn } else { Severity::Info };
             finding(
-                "kernel-log-blind",
+                FindingKind::KernelLogBlind,
                 severity,
                 format!("kernel log not watched, so GPU faults cannot be ruled out: {why}"),
             );
@@ -128,29 +128,33 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
             }
         }
         let lost = o.lost > 0 || o.lost_unknown;
-        rec.kernel_log = if o.broken.is_some() || lost { "incomplete" } else { "clean" }.into();
+        rec.kernel_log = if o.broken.is_some() || lost { KernelLogState::Incomplete } else { KernelLogState::Clean };
         if let Some(why) = &o.broken {
             rec.reason = Some(why.clone());
-            finding("kernel-log-incomplete", Severity::Warn, format!("kernel log reader failed: {why}"));
+            finding(FindingKind::KernelLogIncomplete, Severity::Warn, format!("kernel log reader failed: {why}"));
         } else if lost {
             let n = if o.lost_unknown { "an unknown number of".to_owned() } else { o.lost.to_string() };
             rec.reason = Some(format!("{n} kernel-log records were overwritten before they could be read"));
             finding(
-                "kernel-log-incomplete",
+                FindingKind::KernelLogIncomplete,
                 Severity::Warn,
                 format!("{n} kernel-log records lost during the run: a fault among them cannot be ruled out"),
             );
         }
         if o.boot_id_before != o.boot_id_after {
             rec.reason = Some("boot_id changed: the machine rebooted during the run".into());
-            rec.kernel_log = "incomplete".into();
-            finding("host-rebooted", Severity::Fail, "the machine rebooted during the run (boot_id changed)".into());
+            rec.kernel_log = KernelLogState::Incomplete;
+            finding(
+                FindingKind::HostRebooted,
+                Severity::Fail,
+                "the machine rebooted during the run (boot_id changed)".into(),
+            );
         }
         if !rec.pre_run.is_empty() {
             let device_fault = rec.pre_run.iter().any(|h| h.class == "device");
             let severity = if device_fault && ours.on_gpu { Severity::Warn } else { Severity::Info };
             finding(
-                "kernel-pre-run",
+                FindingKind::KernelPreRun,
                 severity,
                 format!(
                     "{} fault line(s) were already in the kernel log before the run (machine state, not this run's), first: {}",
@@ -172,13 +176,13 @@ pub fn assess(observed: Result<&Observed, &str>, stderr: &str, ours: &Ours) -> (
             (false, None) => "not attributed to our server".to_owned(),
         };
         finding(
-            if h.source == "stderr" { "runtime-fault" } else { "kernel-fault" },
+            if h.source == "stderr" { FindingKind::RuntimeFault } else { FindingKind::KernelFault },
             severity,
             format!("{} {} fault ({whose}): {}", h.pattern, h.class, h.text.replace('\n', " ⏎ ")),
         );
     }
-    if rec.kernel_log == "clean" && rec.hits.iter().any(|h| h.source == "kmsg") {
-        rec.kernel_log = "fault".into();
+    if rec.kernel_log == KernelLogState::Clean && rec.hits.iter().any(|h| h.source == "kmsg") {
+        rec.kernel_log = KernelLogState::Fault;
     }
     (rec, findings)
 }

@@ -191,7 +191,7 @@ pub struct Session {
 /// What [`Session::close`] hands back.
 pub struct Closed {
     /// `terminated`, `killed`, `stuck`, `crashed`, `attached`, or `not-started`.
-    pub stop: String,
+    pub stop: gauntlet_schema::StopOutcome,
     pub sentry: SentryRecord,
     pub life: Lifecycle,
     pub pid: Option<u32>,
@@ -371,9 +371,9 @@ impl Session {
         let stop = match self.process.as_mut() {
             Some(p) => steps::stop_server(p, profile.stop_grace, crashed, loaded, &mut self.life),
             None if self.build.as_ref().is_some_and(|b| b.failed.is_some()) || self.bracket.is_none() => {
-                "not-started".to_owned()
+                gauntlet_schema::StopOutcome::NotStarted
             }
-            None => "attached".to_owned(),
+            None => gauntlet_schema::StopOutcome::Attached,
         };
         let (mut sentry, findings) = match self.bracket.take() {
             Some(bracket) => {
@@ -406,15 +406,12 @@ impl Session {
     }
 }
 
-/// Puts the session's `build` member into an identity value, and the binary's digest after the build into the
-/// runtime record (the identity digest is unchanged: it leaves `build` out).
-pub fn stamp_build(build: Option<&Value>, identity: &mut Value, runtime: &mut Value) {
+/// Puts the session's `build` member (the binary's digest after the build) into the identity; the identity digest
+/// is unchanged, since it leaves `build` out.
+pub fn stamp_build(build: Option<&Value>, identity: &mut gauntlet_schema::IdentityRecord) {
     let Some(b) = build else { return };
-    if let Value::Object(m) = identity {
-        m.insert("build".into(), b.clone());
-    }
-    if let (Value::Object(r), Some(sha)) = (runtime, b.get("binary_sha256").filter(|v| v.is_string())) {
-        r.insert("server_binary_sha256".into(), sha.clone());
+    if let (Some(id), Ok(b)) = (identity.current_mut(), serde_json::from_value(b.clone())) {
+        id.build = Some(b);
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::{Finding, Severity};
+use gauntlet_schema::{Finding, Severity, StopOutcome as Stop};
 use serde_json::{Value, json};
 
 use super::{KERNEL_LOG_GRACE, Lifecycle, Reporter, RunEvent, SessionError};
@@ -203,24 +203,24 @@ pub(super) fn stop_server(
     crashed: bool,
     loaded: bool,
     life: &mut Lifecycle,
-) -> String {
+) -> Stop {
     let (outcome, leftovers) = p.stop(grace);
     let stop = match &outcome {
         StopOutcome::Terminated(status) => {
             life.event("stopped", format!("exited on SIGTERM ({})", describe_exit(*status)));
-            "terminated"
+            Stop::Terminated
         }
         StopOutcome::Killed => {
             let what = format!("server ignored SIGTERM for {}; killed with SIGKILL", humantime::format_duration(grace));
             life.event("killed", what.clone());
             life.finding("killed", Severity::Warn, what, None);
-            "killed"
+            Stop::Killed
         }
         StopOutcome::Stuck => {
             let what = format!("server survived SIGKILL (pid {}); it may be in uninterruptible sleep", p.pid());
             life.event("stuck", what.clone());
             life.finding("stuck", Severity::Fail, what, None);
-            "stuck"
+            Stop::Stuck
         }
         StopOutcome::AlreadyExited(status) => {
             // Seen already if it died during load or the suite; otherwise it died unnoticed after the last case.
@@ -229,7 +229,7 @@ pub(super) fn stop_server(
                 life.event("crashed", what.clone());
                 life.finding("crash", Severity::Fail, what, None);
             }
-            "crashed"
+            Stop::Crashed
         }
     };
     if !leftovers.is_empty() {
@@ -238,7 +238,7 @@ pub(super) fn stop_server(
         life.event("leftover", what.clone());
         life.finding("leftover-process", Severity::Warn, what, None);
     }
-    stop.into()
+    stop
 }
 
 /// The server's own build string, when it reports one (llama.cpp: `/props` → `build_info`). Best effort, bounded.

@@ -7,7 +7,7 @@ mod trust;
 
 pub use store::{
     DECISION_VERSION, Decision, DecisionStage, HistoryEntry, KIND_QUALIFICATION, Provenance, STORE_FORMAT, Store,
-    StoreError,
+    StoreError, entry_digest,
 };
 pub use trust::{Trust, decide as decide_trust};
 

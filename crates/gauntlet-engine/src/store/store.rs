@@ -21,18 +21,16 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::{RunRecord, parse_run_record};
-use serde::{Deserialize, Serialize};
+pub use gauntlet_schema::store::{
+    DECISION_VERSION, Decision, DecisionStage, HistoryEntry, KIND_QUALIFICATION, Provenance, STORE_FORMAT,
+};
+use gauntlet_schema::upgrade::{StoreFormatError, parse_decision, parse_store_format};
+use gauntlet_schema::{IdentityRecord, RunRecord, parse_run_record};
 use serde_json::Value;
 
 use crate::identity::canonical;
-use crate::run::BenchRecord;
 use crate::util::{sha256_hex, write_atomic};
 
-pub const STORE_FORMAT: u32 = 2;
-/// The `kind` of a history entry that records a reviewed qualification bundle.
-pub const KIND_QUALIFICATION: &str = "qualification";
-pub const DECISION_VERSION: u32 = 1;
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
@@ -51,81 +49,10 @@ fn io(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Io { path: path.to_owned(), reason: e.to_string() }
 }
 
-/// Who promoted, from where, and why.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Provenance {
-    /// `push`, `workflow_dispatch`, `manual`, …
-    pub event: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repository: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none", rename = "ref")]
-    pub git_ref: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_url: Option<String>,
-}
-
-/// One promotion. `digest` is the sha256 of the entry's canonical JSON without `digest`; `prev` is the previous
-/// entry's digest, so an edit, a reorder or a deletion anywhere before the last entry breaks the chain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    pub seq: u64,
-    pub prev: Option<String>,
-    /// Absent for a gate run; [`KIND_QUALIFICATION`] for a qualification decision (format 2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    pub identity_digest: String,
-    pub recipe_digest: String,
-    pub record: String,
-    pub profile: String,
-    pub verdict: String,
-    pub provenance: Provenance,
-    pub note: String,
-    pub promoted_at: String,
-    pub digest: String,
-}
-
-/// One stage of a promoted qualification, as its bundle reported it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DecisionStage {
-    pub id: String,
-    pub status: String,
-    pub summary: String,
-}
-
-/// What a reviewer promoted from a verified qualification bundle: who it qualified (identity), what every stage
-/// said, the digest of the bundle's evidence manifest (so the bundle itself can be matched later), and the R5
-/// performance record, which later qualifications of the same identity compare with.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Decision {
-    pub decision_version: u32,
-    pub run_id: String,
-    pub profile: String,
-    pub identity: Value,
-    pub identity_digest: String,
-    pub verdict: String,
-    pub qualified_at: String,
-    pub stages: Vec<DecisionStage>,
-    /// sha256 of the bundle's `evidence-manifest.json`, which lists every evidence file's sha256.
-    pub evidence_manifest_sha256: String,
-    pub performance: BenchRecord,
-}
-
-impl HistoryEntry {
-    pub fn is_qualification(&self) -> bool {
-        self.kind.as_deref() == Some(KIND_QUALIFICATION)
-    }
-
-    pub fn compute_digest(&self) -> String {
-        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
-        if let Value::Object(m) = &mut v {
-            m.remove("digest");
-        }
-        sha256_hex(canonical(&v).as_bytes())
-    }
+/// The sha256 of a history entry's canonical JSON without `digest`: what its `digest` and the next entry's
+/// `prev` must say.
+pub fn entry_digest(entry: &HistoryEntry) -> String {
+    sha256_hex(canonical(&entry.digest_input()).as_bytes())
 }
 
 #[derive(Debug, Clone)]
@@ -146,13 +73,13 @@ impl Store {
         let store = Store { root: root.to_owned() };
         let format = root.join("format.json");
         match std::fs::read_to_string(&format) {
-            Ok(text) => {
-                let v: Value = serde_json::from_str(&text).map_err(|e| io(&format, e))?;
-                let found = v["format"].as_u64().ok_or_else(|| io(&format, "no `format` number"))? as u32;
-                if found > STORE_FORMAT {
+            Ok(text) => match parse_store_format(&text) {
+                Ok(_) => {}
+                Err(StoreFormatError::Newer(found)) => {
                     return Err(StoreError::Newer { path: root.to_owned(), found });
                 }
-            }
+                Err(StoreFormatError::Malformed(e)) => return Err(io(&format, e)),
+            },
             Err(_) => {
                 let _lock = store.lock()?;
                 if !format.exists() {
@@ -166,6 +93,7 @@ impl Store {
     /// Marks the store as written in this gauntlet's format (call under the lock).
     fn write_format(&self) -> Result<(), StoreError> {
         let format = self.root.join("format.json");
+        // The bytes earlier versions wrote (`gauntlet_schema::store::StoreFormat` reads them).
         write_atomic(&format, format!("{{\"format\": {STORE_FORMAT}}}\n").as_bytes()).map_err(|e| io(&format, e))
     }
 
@@ -226,11 +154,7 @@ impl Store {
     /// Reads a qualification decision by digest, checked like a run record.
     pub fn read_decision(&self, digest: &str) -> Result<Decision, StoreError> {
         let (path, text) = self.read_text(digest)?;
-        let raw: Value = serde_json::from_str(&text).map_err(|e| io(&path, e))?;
-        if raw["decision_version"].as_u64() != Some(DECISION_VERSION as u64) {
-            return Err(io(&path, format!("decision_version {} is not readable here", raw["decision_version"])));
-        }
-        serde_json::from_value(raw).map_err(|e| io(&path, e))
+        parse_decision(&text).map_err(|e| io(&path, e))
     }
 
     /// The history of one identity, oldest first, parsed but not verified (see [`Store::verify`]).
@@ -309,7 +233,7 @@ impl Store {
 
     /// Stores `record` and appends a promotion to its identity's history, atomically and under the lock.
     pub fn promote(&self, record: &RunRecord, provenance: Provenance, note: &str) -> Result<HistoryEntry, StoreError> {
-        if crate::identity::digest(&record.identity) != record.identity_digest {
+        if crate::identity::identity_digest(&record.identity) != record.identity_digest {
             return Err(StoreError::Invalid(
                 "the run record's identity does not match its identity digest (edited record?)".into(),
             ));
@@ -332,7 +256,7 @@ impl Store {
         provenance: Provenance,
         note: &str,
     ) -> Result<HistoryEntry, StoreError> {
-        if crate::identity::digest(&decision.identity) != decision.identity_digest
+        if crate::identity::identity_digest(&decision.identity) != decision.identity_digest
             || decision.performance.identity_digest != decision.identity_digest
         {
             return Err(StoreError::Invalid(
@@ -345,7 +269,7 @@ impl Store {
             identity: &decision.identity,
             identity_digest: &decision.identity_digest,
             profile: &decision.profile,
-            verdict: &decision.verdict,
+            verdict: decision.verdict.as_str(),
         };
         self.append(head, &bytes, provenance, note)
     }
@@ -378,7 +302,7 @@ impl Store {
             promoted_at: crate::util::now_rfc3339(),
             digest: String::new(),
         };
-        entry.digest = entry.compute_digest();
+        entry.digest = entry_digest(&entry);
         let mut text = std::fs::read(&history_path).unwrap_or_default();
         if !text.is_empty() && !text.ends_with(b"\n") {
             text.push(b'\n');
@@ -441,7 +365,7 @@ impl Store {
                         continue;
                     }
                 };
-                if entry.compute_digest() != entry.digest {
+                if entry_digest(&entry) != entry.digest {
                     problems.push(format!("{at}: entry was edited (its digest does not match its content)"));
                 }
                 if entry.seq != i as u64 + 1 {
@@ -461,11 +385,11 @@ impl Store {
                 let outcome = checked.entry(entry.record.clone()).or_insert_with(|| {
                     if entry.is_qualification() {
                         self.read_decision(&entry.record)
-                            .map(|d| (d.identity_digest.clone(), crate::identity::digest(&d.identity)))
+                            .map(|d| (d.identity_digest.clone(), crate::identity::identity_digest(&d.identity)))
                             .map_err(|e| e.to_string())
                     } else {
                         self.read_record(&entry.record)
-                            .map(|r| (r.identity_digest.clone(), crate::identity::digest(&r.identity)))
+                            .map(|r| (r.identity_digest.clone(), crate::identity::identity_digest(&r.identity)))
                             .map_err(|e| e.to_string())
                     }
                 });
@@ -490,7 +414,7 @@ impl Store {
 /// What a history entry says of the record it promotes.
 struct Head<'a> {
     kind: Option<&'a str>,
-    identity: &'a Value,
+    identity: &'a IdentityRecord,
     identity_digest: &'a str,
     profile: &'a str,
     verdict: &'a str,

@@ -1,6 +1,6 @@
 //! Findings → verdict. The rules are data (`Thresholds`, recorded in each run); this module only applies them.
 
-use gauntlet_schema::{CaseStatus, Finding, RunRecord, Severity, Thresholds, Verdict};
+use gauntlet_schema::{CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds, Verdict};
 
 use crate::compare;
 
@@ -20,7 +20,7 @@ pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> 
         let rate = passed as f64 / judged.len() as f64;
         if rate < t.min_pass_rate {
             out.push(Finding {
-                kind: "pass-rate".into(),
+                kind: FindingKind::PassRate,
                 severity: Severity::Fail,
                 message: format!(
                     "{passed} of {} cases pass ({:.0} %), below the minimum {:.0} %",
@@ -34,7 +34,7 @@ pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> 
     }
     for c in run.cases.iter().filter(|c| c.repeat_of.is_some() && c.status == CaseStatus::Fail) {
         out.push(Finding {
-            kind: "repeat-differs".into(),
+            kind: FindingKind::RepeatDiffers,
             severity: Severity::Warn,
             message: c.checks.first().map(|r| r.detail.clone()).unwrap_or_else(|| "repeat differs".into()),
             case: Some(c.id.clone()),
@@ -43,7 +43,7 @@ pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> 
     match baseline {
         Some(b) => out.extend(compare::compare(run, b, t)),
         None => out.push(Finding {
-            kind: "no-baseline".into(),
+            kind: FindingKind::NoBaseline,
             severity: Severity::Warn,
             message: "no baseline yet: answers were checked but not compared (promote a run with `gauntlet baseline promote`, or pass --write-baseline)".into(),
             case: None,

@@ -9,3 +9,4 @@ mod report;
 mod sentry;
 mod store;
 mod strict_manifest;
+mod typed_records;

@@ -8,7 +8,9 @@ use gauntlet_schema::*;
 use serde_json::json;
 
 fn record(args: &[&str], note: &str) -> RunRecord {
-    let identity = json!({"identity_version": 1, "recipe": {"server_arguments": args}, "binding": {"runtime": "cpu"}});
+    let identity = gauntlet_schema::IdentityRecord::from_value(
+        json!({"identity_version": 1, "recipe": {"server_arguments": args}, "binding": {"runtime": "cpu"}}),
+    );
     RunRecord {
         schema_version: RUN_RECORD_VERSION,
         gauntlet_version: "0.1.0".into(),
@@ -16,18 +18,18 @@ fn record(args: &[&str], note: &str) -> RunRecord {
         started_at: format!("2026-12-01T08:00:00.000Z {note}"),
         finished_at: String::new(),
         wall_seconds: 1.0,
-        identity_digest: identity::digest(&identity),
+        identity_digest: identity::identity_digest(&identity),
         identity,
         runtime: json!({}),
         environment: Environment::default(),
         server: ServerRecord {
-            mode: "spawned".into(),
+            mode: gauntlet_schema::ServerMode::Spawned,
             base_url: String::new(),
             command: Vec::new(),
             pid: None,
             load_seconds: Some(1.0),
             loaded: true,
-            stop: "terminated".into(),
+            stop: gauntlet_schema::StopOutcome::Terminated,
             events: Vec::new(),
             log_tail: Vec::new(),
         },
@@ -163,7 +165,7 @@ fn identity_key_reused_with_other_settings_is_found() {
     last.prev = Some(last.digest.clone());
     last.seq = 4;
     last.record = digest;
-    last.digest = last.compute_digest();
+    last.digest = gauntlet_engine::store::entry_digest(&last);
     let line = identity::canonical(&serde_json::to_value(&last).unwrap());
     edit_lines(&history, |l| l.push(line));
     let p = problems(&store);
@@ -223,8 +225,10 @@ fn paired_baselines_and_the_profiles_other_identities() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let mut on_gpu = record(&["-c", "4096"], "gpu");
-    on_gpu.identity["binding"] = json!({"runtime": "cuda", "device": "H200"});
-    on_gpu.identity_digest = identity::digest(&on_gpu.identity);
+    let mut value = on_gpu.identity.to_value();
+    value["binding"] = json!({"runtime": "cuda", "device": "H200"});
+    on_gpu.identity = gauntlet_schema::IdentityRecord::from_value(value);
+    on_gpu.identity_digest = identity::identity_digest(&on_gpu.identity);
     let commit = |c: &str| Provenance { event: "push".into(), commit: Some(c.into()), ..Provenance::default() };
     let cpu_entry = store.promote(&record(&["-c", "4096"], "cpu"), commit("aaa"), "cpu").unwrap();
     let gpu_entry = store.promote(&on_gpu, commit("bbb"), "gpu").unwrap();
@@ -255,7 +259,7 @@ fn decision(r: &RunRecord, verdict: &str) -> gauntlet_engine::store::Decision {
         profile: "p".into(),
         identity: r.identity.clone(),
         identity_digest: r.identity_digest.clone(),
-        verdict: verdict.into(),
+        verdict: verdict.parse().unwrap(),
         qualified_at: "2026-12-01T09:10:00Z".into(),
         stages: Vec::new(),
         evidence_manifest_sha256: "0".repeat(64),

@@ -10,6 +10,7 @@ use crate::Outcome;
 use crate::cli::BenchArgs;
 use crate::exit::{Exit, Failure};
 use crate::terminal;
+use gauntlet_engine::run::BenchVerdict;
 
 pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let manifest = load_manifest(args.manifest.as_deref())?;
@@ -38,7 +39,7 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let mut record = measure(&out_dir)?;
     let mut out = std::io::stdout().lock();
     let _ = terminal::bench(&mut out, &record, &out_dir);
-    if args.confirm && record.verdict == "regression" {
+    if args.confirm && record.verdict == BenchVerdict::Regression {
         let _ = writeln!(out, "regression: measuring again to confirm it");
         let again_dir = out_dir.join("confirm");
         let again = measure(&again_dir)?;
@@ -48,8 +49,8 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
         let _ = writeln!(out, "confirm: {outcome}");
     }
     Ok(match record.final_verdict() {
-        "fail" | "regression" => Exit::Fail,
-        "inconclusive" => Exit::Inconclusive,
+        BenchVerdict::Fail | BenchVerdict::Regression => Exit::Fail,
+        BenchVerdict::Inconclusive => Exit::Inconclusive,
         _ => Exit::Pass,
     })
 }

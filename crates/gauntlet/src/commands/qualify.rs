@@ -6,12 +6,11 @@ use gauntlet_engine::qualify::{QualifyOptions, REPORT_FILE, parse_stages, run_qu
 use gauntlet_engine::store::{Store, default_store_dir};
 
 use super::{
-    baseline, bench_baseline, default_out_dir, exit_of_word, gate_failure, identity_of, load_manifest, select_profile,
-    store_failure,
+    baseline, bench_baseline, default_out_dir, gate_failure, identity_of, load_manifest, select_profile, store_failure,
 };
 use crate::Outcome;
 use crate::cli::QualifyArgs;
-use crate::exit::Failure;
+use crate::exit::{Exit, Failure};
 use crate::terminal;
 
 pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
@@ -50,5 +49,10 @@ pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
     let report = run_qualify(&profile, &opts, &mut view).map_err(gate_failure)?;
     let mut out = std::io::stdout().lock();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
-    Ok(exit_of_word(&report.verdict))
+    use gauntlet_engine::qualify::QualificationVerdict;
+    Ok(match report.verdict {
+        QualificationVerdict::Pass => Exit::Pass,
+        QualificationVerdict::Inconclusive => Exit::Inconclusive,
+        QualificationVerdict::Fail | QualificationVerdict::Running => Exit::Fail,
+    })
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use gauntlet_engine::run::{GateError, GateOptions, run_gate, write_baseline, write_outputs};
 use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
-use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
+use gauntlet_schema::{RunRecord, SkipKind, Verdict, parse_run_record};
 
 use super::{
     append_step_summary, baseline, default_out_dir, gate_failure, identity_of, load_manifest, publish_to_github,
@@ -29,7 +29,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     // The build comes first: the binary it makes is part of the identity and of the skip-cache key.
     let built = gauntlet_engine::session::build_only(&profile, &out_dir).map_err(|e| {
         if let GateError::BuildTimeout(why) = &e {
-            write_skip(&out_dir, &profile.name, "build-timeout", why);
+            write_skip(&out_dir, &profile.name, SkipKind::BuildTimeout, why);
         }
         gate_failure(e)
     })?;
@@ -99,8 +99,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     };
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| {
         match &e {
-            GateError::GpuBusy(why) => write_skip(&out_dir, &profile.name, "gpu-busy", why),
-            GateError::BuildTimeout(why) => write_skip(&out_dir, &profile.name, "build-timeout", why),
+            GateError::GpuBusy(why) => write_skip(&out_dir, &profile.name, SkipKind::GpuBusy, why),
+            GateError::BuildTimeout(why) => write_skip(&out_dir, &profile.name, SkipKind::BuildTimeout, why),
             _ => {}
         }
         gate_failure(e)
@@ -144,20 +144,20 @@ fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     gauntlet_engine::util::write_atomic(&out.join("run.json"), &std::fs::read(hit.dir.join("run.json"))?)?;
     gauntlet_engine::util::write_atomic(&out.join("report.md"), hit.report.as_bytes())?;
-    let reused = serde_json::json!({
-        "reused_from": hit.dir.display().to_string(),
-        "original_started_at": hit.record.started_at,
-        "at": gauntlet_engine::util::now_rfc3339(),
-    });
+    let reused = gauntlet_schema::store::Reused {
+        reused_from: hit.dir.display().to_string(),
+        original_started_at: hit.record.started_at.clone(),
+        at: gauntlet_engine::util::now_rfc3339(),
+    };
     gauntlet_engine::util::write_atomic(&out.join("reused.json"), serde_json::to_string_pretty(&reused)?.as_bytes())
 }
 
 /// A skipped run leaves `skipped.json` in its output folder, so a merged report shows it as skipped, not missing.
-fn write_skip(out_dir: &Path, profile: &str, kind: &str, reason: &str) {
+fn write_skip(out_dir: &Path, profile: &str, kind: SkipKind, reason: &str) {
     let skip = gauntlet_schema::SkipRecord {
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
         profile: profile.into(),
-        kind: kind.into(),
+        kind,
         reason: reason.into(),
         at: gauntlet_engine::util::now_rfc3339(),
     };

@@ -137,6 +137,23 @@ fn embedded_default_gate_passes_against_its_promoted_baseline() {
     assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
     let (dir, first) = gate_twice("default", Via::Store);
 
+    // The report of this real spawned run names its model (file and digest) and the server gauntlet started.
+    let report = std::fs::read_to_string(first.out.join("report.md")).unwrap();
+    let line = |key: &str| report.lines().find(|l| l.starts_with(&format!("| {key} |"))).unwrap_or("").to_owned();
+    assert_eq!(
+        line("model"),
+        "| model | smollm2-135m (`SmolLM2-135M-Instruct.Q4_1.gguf`, sha256 b179c9523d0e…) |",
+        "{report}"
+    );
+    let record = first.record.as_ref().unwrap();
+    let base_url = record["server"]["base_url"].as_str().unwrap();
+    assert_eq!(line("server"), format!("| server | xllamacpp at {base_url} (stop: terminated) |"), "{report}");
+    // The server binary's digest is the identity's build (outside the digest), no longer a runtime fact.
+    let build = &record["identity"]["build"];
+    assert_eq!(build["binary_sha256"].as_str().map(str::len), Some(64), "{build}");
+    assert_eq!(build["built"], false);
+    assert!(record["runtime"].get("server_binary_sha256").is_none());
+
     // The same profile with one server argument changed is another identity: comparing it with the first run is
     // refused before any server starts, naming the argument.
     let embedded = gauntlet(&["default-manifest"], &[], Duration::from_secs(30));

@@ -1,0 +1,276 @@
+//! Typed records (issue 16 item 3): reports read the typed record, older versions convert in one place, and the
+//! JSON spellings of every enum stay what earlier versions wrote.
+//!
+//! The record of a real spawned run on an H200 (docs/validation, written by run record version 4) is the fixture:
+//! its report once said `model | \`?\` (served by the attached server)` because the report read keys the identity
+//! no longer had.
+
+use gauntlet_engine::{identity, report};
+use gauntlet_schema::bench::{BenchVerdict, Better, Call};
+use gauntlet_schema::{
+    IdentityRecord, KernelLogState, RUN_RECORD_VERSION, ReceiveClock, ServerMode, SkipKind, StopOutcome,
+    parse_bench_record, parse_run_record,
+};
+use serde_json::{Value, json};
+
+const H200_RUN: &str = include_str!("../../../../docs/validation/h200-2026-12-01/run1.json");
+
+fn line<'a>(md: &'a str, key: &str) -> &'a str {
+    md.lines().find(|l| l.starts_with(&format!("| {key} |"))).unwrap_or_else(|| panic!("no `{key}` line:\n{md}"))
+}
+
+#[test]
+fn report_of_a_real_spawned_run_names_its_model_and_server() {
+    let run = parse_run_record(H200_RUN).expect("a version-4 record reads");
+    let md = report::markdown(&run, None);
+    assert_eq!(line(&md, "model"), "| model | smollm2-135m (`model.gguf`, sha256 b179c9523d0e…) |");
+    assert_eq!(line(&md, "server"), "| server | llama-server-cuda at http://127.0.0.1:18490 (stop: terminated) |");
+}
+
+#[test]
+fn report_of_an_attached_run_names_the_requested_model() {
+    let mut raw: Value = serde_json::from_str(H200_RUN).unwrap();
+    raw["identity"]["recipe"]["model"] = json!({"name": "served-model"});
+    raw["identity"]["recipe"]["server"] = json!({"kind": "attached", "base_url": "http://gpu-box:8080"});
+    raw["identity"]["recipe"]["request_model"] = json!("served-model");
+    raw["server"]["mode"] = json!("attached");
+    raw["server"]["base_url"] = json!("http://gpu-box:8080");
+    let run = parse_run_record(&raw.to_string()).unwrap();
+    let md = report::markdown(&run, None);
+    assert_eq!(line(&md, "model"), "| model | `served-model` (served by the attached server) |");
+    assert_eq!(line(&md, "server"), "| server | attached to http://gpu-box:8080 |");
+}
+
+#[test]
+fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() {
+    let run = parse_run_record(H200_RUN).unwrap();
+    let build = run.identity.current().and_then(|i| i.build.clone()).expect("typed identity with a build");
+    assert_eq!(
+        build.binary_sha256.as_deref(),
+        Some("e05214607f0659a54f8dce36a2093def2a9fe64f555be4aa4037bcdd0aa1a3a2")
+    );
+    assert!(!build.built);
+    assert!(run.runtime.get("server_binary_sha256").is_none(), "moved, not copied");
+    // The digest leaves `build` out: the version-4 record's own digest still matches its (upgraded) identity.
+    assert_eq!(identity::identity_digest(&run.identity), run.identity_digest);
+    // Written again, it is a current record whose identity reads back typed.
+    let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
+    assert_eq!(again.identity, run.identity);
+    assert_eq!(RUN_RECORD_VERSION, 5);
+}
+
+#[test]
+fn another_build_is_a_note_not_another_identity() {
+    let old = parse_run_record(H200_RUN).unwrap();
+    let mut new = old.clone();
+    new.identity.current_mut().unwrap().build.as_mut().unwrap().binary_sha256 = Some("ff".into());
+    assert_eq!(identity::identity_digest(&new.identity), old.identity_digest);
+    let d = identity::differences(&old.identity, &new.identity, &old.runtime, &new.runtime);
+    assert!(d.refusing.is_empty(), "{d:?}");
+    assert_eq!(
+        d.warning,
+        vec!["build.binary_sha256: e05214607f0659a54f8dce36a2093def2a9fe64f555be4aa4037bcdd0aa1a3a2 → ff"]
+    );
+    let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
+    let note = findings.iter().find(|f| f.kind == "server-build-differs").expect("a server-build-differs note");
+    assert_eq!(note.severity, gauntlet_schema::Severity::Info);
+    assert!(!findings.iter().any(|f| f.kind == "identity-differs"), "{findings:?}");
+}
+
+#[test]
+fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
+    let mut raw: Value = serde_json::from_str(H200_RUN).unwrap();
+    raw["schema_version"] = json!(1);
+    raw["identity"] = json!({"model": {"name": "m", "sha256": "aa"}, "server": "llama-server", "arguments": ["-c"]});
+    let old = parse_run_record(&raw.to_string()).unwrap();
+    assert!(matches!(old.identity, IdentityRecord::Legacy(_)));
+    assert!(line(&report::markdown(&old, None), "model").contains("older shape"));
+    let now = parse_run_record(H200_RUN).unwrap();
+    let d = identity::differences(&old.identity, &now.identity, &old.runtime, &now.runtime);
+    assert!(d.refusing.iter().any(|r| r.starts_with("identity_version: (none) → 1")), "{:?}", d.refusing);
+    assert!(d.refusing.iter().any(|r| r.starts_with("recipe: (none) → ")), "{:?}", d.refusing);
+    assert!(d.refusing.iter().any(|r| r.starts_with("model: ")), "{:?}", d.refusing);
+}
+
+#[test]
+fn newer_or_foreign_records_are_refused_naming_the_file() {
+    let err = parse_run_record(r#"{"schema_version": 6}"#).unwrap_err();
+    assert!(err.contains("schema_version 6 is not readable"), "{err}");
+    let err = parse_bench_record(r#"{"bench_version": 9}"#, "x/bench.json").unwrap_err();
+    assert!(err.starts_with("x/bench.json: bench_version 9 is not readable"), "{err}");
+    let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();
+    assert!(err.starts_with("x/run.json: no bench_version"), "{err}");
+    let err = parse_bench_record(r#"{"bench_version": 3, "verdict": 7}"#, "y.json").unwrap_err();
+    assert!(err.starts_with("y.json: "), "{err}");
+}
+
+#[test]
+fn a_version_3_bench_record_reads_and_its_binary_digest_moves() {
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let bench = json!({
+        "bench_version": 3, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "2026-12-01T09:00:00Z",
+        "identity": run["identity"], "identity_digest": run["identity_digest"],
+        "runtime": {"server_binary_sha256": "abc"},
+        "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 2},
+        "definitions": {}, "levels": [{"concurrency": 1, "batches": [{"seconds": 1.0, "in_flight_max": 1,
+            "receive_clock": "mixed", "requests": []}], "metrics": {}, "samples": {},
+            "comparisons": [{"metric": "ttft_mean", "better": "lower", "baseline_mean": 1.0, "mean": 1.0,
+                "change": 0.0, "interval": [0.0, 0.0], "p_value": null, "call": "no-change", "why": ""}]}],
+        "verdict": "improvement", "rules": {}
+    });
+    let r = parse_bench_record(&bench.to_string(), "b.json").unwrap();
+    assert_eq!(r.verdict, BenchVerdict::Improvement);
+    assert_eq!(r.levels[0].batches[0].receive_clock, Some(ReceiveClock::Mixed));
+    assert_eq!(r.levels[0].comparisons[0].call, Call::NoChange);
+    assert_eq!(r.levels[0].comparisons[0].better, Better::Lower);
+    assert_eq!(r.identity.current().unwrap().build.as_ref().unwrap().binary_sha256.as_deref(), Some("abc"));
+}
+
+/// Every enum writes exactly the spelling earlier versions wrote, and reads it back.
+#[test]
+fn enum_spellings_are_the_old_strings() {
+    fn spelled<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(
+        all: &[T],
+    ) -> Vec<String> {
+        all.iter()
+            .map(|v| {
+                let s = serde_json::to_value(v).unwrap();
+                assert_eq!(&serde_json::from_value::<T>(s.clone()).unwrap(), v);
+                s.as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+    assert_eq!(spelled(BenchVerdict::ALL), ["pass", "regression", "inconclusive", "improvement", "candidate", "fail"]);
+    assert_eq!(spelled(Call::ALL), ["regression", "improvement", "no-change", "inconclusive"]);
+    assert_eq!(spelled(Better::ALL), ["higher", "lower"]);
+    assert_eq!(spelled(StopOutcome::ALL), ["terminated", "killed", "stuck", "crashed", "not-started", "attached"]);
+    assert_eq!(spelled(KernelLogState::ALL), ["clean", "fault", "incomplete", "blind"]);
+    assert_eq!(spelled(ReceiveClock::ALL), ["kernel", "client", "mixed"]);
+    assert_eq!(spelled(SkipKind::ALL), ["gpu-busy"]);
+    assert_eq!(spelled(&[ServerMode::Spawned, ServerMode::Attached]), ["spawned", "attached"]);
+}
+
+/// Finding kinds keep the names every earlier record used; a name this gauntlet does not know reads and writes back
+/// unchanged.
+#[test]
+fn finding_kinds_keep_their_names() {
+    use gauntlet_schema::FindingKind;
+    let names: Vec<String> =
+        FindingKind::ALL.iter().map(|k| serde_json::to_value(k).unwrap().as_str().unwrap().to_owned()).collect();
+    for expected in [
+        "crash",
+        "never-loaded",
+        "request-error",
+        "over-budget",
+        "killed",
+        "stuck",
+        "leftover-process",
+        "attached",
+        "regression",
+        "text-drift",
+        "repeat-differs",
+        "no-baseline",
+        "pass-rate",
+        "identity-differs",
+        "runtime-differs",
+        "server-build-differs",
+        "server-not-on-gpu",
+        "gpu-use-unknown",
+        "kernel-fault",
+        "runtime-fault",
+        "kernel-log-blind",
+        "host-rebooted",
+    ] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+    for k in FindingKind::ALL {
+        assert_eq!(&serde_json::from_value::<FindingKind>(serde_json::to_value(k).unwrap()).unwrap(), k);
+        assert!(!matches!(k, FindingKind::Other(_)), "{k} is named");
+    }
+    let later: FindingKind = serde_json::from_value(json!("a-kind-from-later")).unwrap();
+    assert_eq!(later, FindingKind::Other("a-kind-from-later".into()));
+    assert_eq!(serde_json::to_value(&later).unwrap(), json!("a-kind-from-later"));
+    // Every finding of the real run reads as a named kind.
+    let run = parse_run_record(H200_RUN).unwrap();
+    assert!(!run.findings.is_empty());
+    assert!(run.findings.iter().all(|f| !matches!(f.kind, FindingKind::Other(_))), "{:?}", run.findings);
+}
+
+/// The evidence manifest is untrusted: an entry naming a path outside the bundle is a problem, never a file read
+/// outside it.
+#[test]
+fn evidence_outside_the_bundle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    // A file beside the bundle, with its true digest and size: followed, it would verify.
+    std::fs::write(dir.path().join("outside.txt"), "secret").unwrap();
+    let sha = gauntlet_engine::util::sha256_hex(b"secret");
+    let manifest = gauntlet_engine::manifest::Manifest::parse(
+        gauntlet_engine::manifest::Manifest::embedded_default_text(),
+        "d",
+        dir.path(),
+    )
+    .unwrap();
+    let qualify = serde_json::to_value(&manifest.profiles["default"].qualify).unwrap();
+    let run = parse_run_record(H200_RUN).unwrap();
+    let write = |name: &str, v: Value| std::fs::write(bundle.join(name), v.to_string()).unwrap();
+    write(
+        "profile.snapshot.json",
+        json!({"run_id": "q", "identity": run.identity, "identity_digest": run.identity_digest, "qualify": qualify}),
+    );
+    write(
+        "qualification.json",
+        json!({"qualification_version": 1, "run_id": "q", "gauntlet_version": "0", "profile": "p",
+            "identity_digest": run.identity_digest, "started_at": "t", "finished_at": "t", "verdict": "pass",
+            "partial": true, "selected": ["R7"], "base_url": "", "command": [], "baseline": null,
+            "stages": [{"id": "R7", "title": "evidence", "status": "pass", "file": "evidence-manifest.json",
+                "started_at": null, "seconds": 1.0, "timeout_seconds": 1.0, "timed_out": false, "summary": "",
+                "failures": []}]}),
+    );
+    write(
+        "evidence-manifest.json",
+        json!({"run_id": "q", "stage": "R7", "status": "pass", "failures": [],
+            "files": [{"path": "../outside.txt", "sha256": sha, "bytes": 6}]}),
+    );
+    let problems = gauntlet_engine::qualify::verify_bundle(&bundle);
+    assert!(
+        problems.iter().any(|p| p == "evidence-manifest.json: `../outside.txt` is not a file name of the bundle"),
+        "{problems:?}"
+    );
+}
+
+/// A version-1 decision (its performance record a version-3 bench record) reads as today's; a newer one and a
+/// newer store format are refused.
+#[test]
+fn older_decisions_and_store_formats_read_newer_ones_are_refused() {
+    use gauntlet_schema::qualify::{QualificationVerdict, StageStatus};
+    use gauntlet_schema::upgrade::{StoreFormatError, parse_decision, parse_store_format};
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let mut decision = json!({
+        "decision_version": 1, "run_id": "q", "profile": "p", "identity": run["identity"],
+        "identity_digest": run["identity_digest"], "verdict": "pass", "qualified_at": "t",
+        "stages": [{"id": "R0", "status": "pass", "summary": ""}, {"id": "R2", "status": "not-run", "summary": ""}],
+        "evidence_manifest_sha256": "0",
+        "performance": {
+            "bench_version": 3, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "t",
+            "identity": run["identity"], "identity_digest": run["identity_digest"],
+            "runtime": {"server_binary_sha256": "abc"},
+            "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 2},
+            "definitions": {}, "levels": [], "verdict": "candidate", "rules": {}
+        }
+    });
+    let d = parse_decision(&decision.to_string()).unwrap();
+    assert_eq!(d.verdict, QualificationVerdict::Pass);
+    assert_eq!(d.stages[1].status, StageStatus::NotRun);
+    let build = d.performance.identity.current().unwrap().build.clone().unwrap();
+    assert_eq!(build.binary_sha256.as_deref(), Some("abc"));
+    decision["decision_version"] = json!(3);
+    let err = parse_decision(&decision.to_string()).unwrap_err();
+    assert!(err.contains("decision_version 3 is not readable"), "{err}");
+
+    assert_eq!(parse_store_format(r#"{"format": 1}"#), Ok(1));
+    assert_eq!(parse_store_format("{\"format\": 2}\n"), Ok(2));
+    assert_eq!(parse_store_format(r#"{"format": 3}"#), Err(StoreFormatError::Newer(3)));
+    assert!(matches!(parse_store_format("[]"), Err(StoreFormatError::Malformed(_))));
+}

@@ -1,0 +1,272 @@
+//! `bench.json` (also a qualification's `r5-performance.json` and a decision's `performance`): the workload, every
+//! batch's raw request timings, the metrics per concurrency, the comparisons with a baseline and the verdict.
+//! Also the workload's own definition (its built-in prompts, its seeded arrival generator), since a record's
+//! `seed` and absent `corpus` mean exactly these. Reading older versions is [`crate::upgrade::parse_bench_record`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::identity::IdentityRecord;
+use crate::string_enum;
+use crate::words::ReceiveClock;
+
+/// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
+/// to open their own connection. 4: the identity is typed and carries `build` (the server binary's digest, moved
+/// from `runtime.server_binary_sha256`). Versions 1 to 3 are still read.
+pub const BENCH_VERSION: u32 = 4;
+
+/// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Workload {
+    pub concurrency: Vec<usize>,
+    pub max_tokens: u64,
+    pub warmups: usize,
+    /// Measured batches per concurrency: one sample of every metric each.
+    pub repetitions: usize,
+    /// The prompts' corpus (`prompts` in the manifest): where it came from and its digest, so that records of
+    /// different corpora are never compared. Absent: the built-in prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<Corpus>,
+    /// The corpus's prompts, in order (not written into records: the digest stands for them).
+    #[serde(skip)]
+    pub prompts: Vec<String>,
+    /// Open loop: each batch's `concurrency` requests arrive as a Poisson process at this many requests per second
+    /// (seeded by `seed`) instead of all at once. Absent: closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+impl Workload {
+    /// A workload of the built-in prompts.
+    pub fn new(concurrency: Vec<usize>, max_tokens: u64, warmups: usize, repetitions: usize) -> Workload {
+        Workload {
+            concurrency,
+            max_tokens,
+            warmups,
+            repetitions,
+            corpus: None,
+            prompts: Vec::new(),
+            rate: None,
+            seed: None,
+        }
+    }
+
+    /// When each of the `n` requests of batch `index` is sent, in seconds after the release: all at 0 in a closed
+    /// loop; in an open loop, a Poisson process at `rate` (exponential gaps, the first request at 0), the same for
+    /// the same seed and batch.
+    pub fn arrivals(&self, index: usize, n: usize) -> Vec<f64> {
+        let Some(rate) = self.rate.filter(|r| *r > 0.0 && r.is_finite()) else { return vec![0.0; n] };
+        // One stream per batch: the bench's own seeded generator, keyed by the seed and the batch index.
+        let mut rng = Rng::new(self.seed.unwrap_or(1) ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut t = 0.0;
+        (0..n)
+            .map(|i| {
+                if i > 0 {
+                    // Exponential gap with mean 1 / rate, from a uniform in (0, 1].
+                    t += -(1.0 - rng.uniform()).ln() / rate;
+                }
+                t
+            })
+            .collect()
+    }
+
+    /// The `i`-th prompt sent, cycling through the corpus (or the built-in prompts).
+    pub fn prompt(&self, i: usize) -> &str {
+        if self.prompts.is_empty() { PROMPTS[i % PROMPTS.len()] } else { &self.prompts[i % self.prompts.len()] }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Corpus {
+    pub path: String,
+    pub sha256: String,
+    pub prompts: usize,
+}
+
+string_enum! {
+    /// A bench run's verdict. `candidate`: nothing to compare with; `fail`: the server did not load or a request
+    /// failed.
+    pub enum BenchVerdict {
+        Pass => "pass",
+        Regression => "regression",
+        Inconclusive => "inconclusive",
+        Improvement => "improvement",
+        Candidate => "candidate",
+        Fail => "fail",
+    }
+}
+
+string_enum! {
+    /// What one metric's comparison with the baseline says.
+    pub enum Call {
+        Regression => "regression",
+        Improvement => "improvement",
+        NoChange => "no-change",
+        Inconclusive => "inconclusive",
+    }
+}
+
+string_enum! {
+    /// Which way is better for a metric.
+    pub enum Better {
+        Higher => "higher",
+        Lower => "lower",
+    }
+}
+
+/// Prompts of the built-in workload: varied enough that no answer is trivially short.
+pub const PROMPTS: &[&str] = &[
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a refrigerator keeps food cold, step by step.",
+    "Describe a walk through a busy market in the morning.",
+    "Write a letter to a friend about learning to bake bread.",
+    "Explain why the sky is blue to a curious child.",
+    "Describe the life cycle of a butterfly in detail.",
+    "Write a short story about a robot that wants to become a gardener.",
+    "Explain how trains switch from one track to another.",
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Seconds after the batch was released.
+    pub start: f64,
+    /// `[t, content, reasoning]` per SSE event, t in seconds after the request was sent.
+    pub events: Vec<(f64, String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// No open connection was ready for it, so it opened its own just before it was sent: the connect is not in
+    /// its times, but the server saw it on a new connection.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connected: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Batch {
+    /// Seconds from release to the last response.
+    pub seconds: f64,
+    /// CLOCK_MONOTONIC at the release, in nanoseconds: lines the batch up with a server's or the kernel's own
+    /// monotonic timestamps (absent in version-1 records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_monotonic_ns: Option<u64>,
+    /// The most requests the client had open at once.
+    pub in_flight_max: usize,
+    /// Where the times of arriving bytes come from: `kernel` (the kernel's receive stamp of every read), `client`
+    /// (when the client's read returned: HTTPS, or no stamps), or `mixed`; absent in records before version 3 and
+    /// when no request of the batch got as far as reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receive_clock: Option<ReceiveClock>,
+    pub requests: Vec<RequestRecord>,
+}
+
+/// Per concurrency: the raw batches, the metrics over all of them, and one sample per batch of each compared metric.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Level {
+    pub concurrency: usize,
+    pub batches: Vec<Batch>,
+    pub metrics: Value,
+    pub samples: std::collections::BTreeMap<String, Vec<f64>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comparisons: Vec<MetricComparison>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub metric: String,
+    pub better: Better,
+    pub baseline_mean: f64,
+    pub mean: f64,
+    pub change: f64,
+    pub interval: (f64, f64),
+    pub p_value: Option<f64>,
+    pub call: Call,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchRecord {
+    pub bench_version: u32,
+    pub gauntlet_version: String,
+    pub profile: String,
+    pub started_at: String,
+    pub identity: IdentityRecord,
+    pub identity_digest: String,
+    pub runtime: Value,
+    pub workload: Workload,
+    pub definitions: Value,
+    pub levels: Vec<Level>,
+    /// `pass`, `regression`, `inconclusive`, `improvement`, `candidate` (nothing to compare with) or `fail`.
+    pub verdict: BenchVerdict,
+    pub rules: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// A regression measured again (`bench --confirm`): what the re-run said and what stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+    /// The server's lifecycle findings (killed, stuck, leftover processes, build) and the sentry's; a `fail` among
+    /// them fails the bench.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::Finding>,
+    /// What the kernel-log bracket and the GPU wait saw around the bench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentry: Option<crate::run::SentryRecord>,
+    /// The server's build step, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::run::BuildRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// The re-run's record, relative to this one's folder.
+    pub record: String,
+    pub verdict: BenchVerdict,
+    /// `regression` when the re-run shows it too, else `inconclusive`.
+    pub stands: BenchVerdict,
+}
+
+impl BenchRecord {
+    /// The verdict after a confirm re-run, if there was one.
+    pub fn final_verdict(&self) -> BenchVerdict {
+        self.confirmation.as_ref().map_or(self.verdict, |c| c.stands)
+    }
+}
+
+/// SplitMix64: small, fast and identical on every platform and version, so a recorded seed reproduces a result.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform index in [0, n).
+    pub fn index(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.uniform();
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}

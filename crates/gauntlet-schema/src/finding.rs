@@ -1,0 +1,229 @@
+//! Findings: one typed observation of a run, bench or qualification, and its severity.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warn,
+    Fail,
+}
+
+/// One typed observation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
+}
+
+/// What a finding is about: a stable machine name. The JSON spellings are those gauntlet has always written.
+/// A kind this gauntlet does not know (written by a newer one) reads as [`FindingKind::Other`] and writes back
+/// unchanged, so a record is never refused for a finding it cannot name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FindingKind {
+    /// The server died during the run.
+    Crash,
+    /// The server never answered a real generation within the load timeout.
+    NeverLoaded,
+    /// A request failed: transport error, timeout, malformed answer.
+    RequestError,
+    /// The suite ran past its budget.
+    OverBudget,
+    /// The server ignored SIGTERM and was killed.
+    Killed,
+    /// The server survived SIGKILL.
+    Stuck,
+    /// Processes of the server's group outlived it.
+    LeftoverProcess,
+    /// The server was already running: its load and stop are not measured.
+    Attached,
+    /// Passed on the baseline, fails now.
+    Regression,
+    /// The answer's text differs from the baseline's.
+    TextDrift,
+    /// A repeated case answered differently from its source.
+    RepeatDiffers,
+    /// Nothing to compare with.
+    NoBaseline,
+    /// Fewer cases passed than the profile's minimum.
+    PassRate,
+    /// Fails as on the baseline.
+    KnownFailure,
+    /// Fails as the profile declares and as on the baseline.
+    ExpectedFailure,
+    /// The baseline has another identity.
+    IdentityDiffers,
+    /// The runtime (driver, VBIOS, CPU details) differs from the baseline's.
+    RuntimeDiffers,
+    /// The server binary differs from the baseline's: what a gate tests.
+    ServerBuildDiffers,
+    /// Decode is slower than the baseline's beyond the warning ratio.
+    SlowDecode,
+    /// Load is slower than the baseline's beyond the warning ratio.
+    SlowLoad,
+    /// Decode speeds were not comparable (token sources differ).
+    DecodeNotCompared,
+    /// The server held no memory on the GPU it is bound to.
+    ServerNotOnGpu,
+    /// Whether the server computed on the GPU could not be told.
+    GpuUseUnknown,
+    /// The kernel log could not be read.
+    KernelLogBlind,
+    /// Kernel-log records were lost or the reader failed.
+    KernelLogIncomplete,
+    /// The machine rebooted during the run.
+    HostRebooted,
+    /// Fault lines were already in the kernel log before the run.
+    KernelPreRun,
+    /// A GPU fault line in the kernel log.
+    KernelFault,
+    /// A GPU runtime's fault line on the server's stderr.
+    RuntimeFault,
+    /// Any other name, kept verbatim.
+    Other(String),
+}
+
+impl FindingKind {
+    /// Every named kind.
+    pub const ALL: &'static [FindingKind] = &[
+        FindingKind::Crash,
+        FindingKind::NeverLoaded,
+        FindingKind::RequestError,
+        FindingKind::OverBudget,
+        FindingKind::Killed,
+        FindingKind::Stuck,
+        FindingKind::LeftoverProcess,
+        FindingKind::Attached,
+        FindingKind::Regression,
+        FindingKind::TextDrift,
+        FindingKind::RepeatDiffers,
+        FindingKind::NoBaseline,
+        FindingKind::PassRate,
+        FindingKind::KnownFailure,
+        FindingKind::ExpectedFailure,
+        FindingKind::IdentityDiffers,
+        FindingKind::RuntimeDiffers,
+        FindingKind::ServerBuildDiffers,
+        FindingKind::SlowDecode,
+        FindingKind::SlowLoad,
+        FindingKind::DecodeNotCompared,
+        FindingKind::ServerNotOnGpu,
+        FindingKind::GpuUseUnknown,
+        FindingKind::KernelLogBlind,
+        FindingKind::KernelLogIncomplete,
+        FindingKind::HostRebooted,
+        FindingKind::KernelPreRun,
+        FindingKind::KernelFault,
+        FindingKind::RuntimeFault,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            FindingKind::Crash => "crash",
+            FindingKind::NeverLoaded => "never-loaded",
+            FindingKind::RequestError => "request-error",
+            FindingKind::OverBudget => "over-budget",
+            FindingKind::Killed => "killed",
+            FindingKind::Stuck => "stuck",
+            FindingKind::LeftoverProcess => "leftover-process",
+            FindingKind::Attached => "attached",
+            FindingKind::Regression => "regression",
+            FindingKind::TextDrift => "text-drift",
+            FindingKind::RepeatDiffers => "repeat-differs",
+            FindingKind::NoBaseline => "no-baseline",
+            FindingKind::PassRate => "pass-rate",
+            FindingKind::KnownFailure => "known-failure",
+            FindingKind::ExpectedFailure => "expected-failure",
+            FindingKind::IdentityDiffers => "identity-differs",
+            FindingKind::RuntimeDiffers => "runtime-differs",
+            FindingKind::ServerBuildDiffers => "server-build-differs",
+            FindingKind::SlowDecode => "slow-decode",
+            FindingKind::SlowLoad => "slow-load",
+            FindingKind::DecodeNotCompared => "decode-not-compared",
+            FindingKind::ServerNotOnGpu => "server-not-on-gpu",
+            FindingKind::GpuUseUnknown => "gpu-use-unknown",
+            FindingKind::KernelLogBlind => "kernel-log-blind",
+            FindingKind::KernelLogIncomplete => "kernel-log-incomplete",
+            FindingKind::HostRebooted => "host-rebooted",
+            FindingKind::KernelPreRun => "kernel-pre-run",
+            FindingKind::KernelFault => "kernel-fault",
+            FindingKind::RuntimeFault => "runtime-fault",
+            FindingKind::Other(s) => s,
+        }
+    }
+
+    pub fn parse(s: &str) -> FindingKind {
+        match s {
+            "crash" => FindingKind::Crash,
+            "never-loaded" => FindingKind::NeverLoaded,
+            "request-error" => FindingKind::RequestError,
+            "over-budget" => FindingKind::OverBudget,
+            "killed" => FindingKind::Killed,
+            "stuck" => FindingKind::Stuck,
+            "leftover-process" => FindingKind::LeftoverProcess,
+            "attached" => FindingKind::Attached,
+            "regression" => FindingKind::Regression,
+            "text-drift" => FindingKind::TextDrift,
+            "repeat-differs" => FindingKind::RepeatDiffers,
+            "no-baseline" => FindingKind::NoBaseline,
+            "pass-rate" => FindingKind::PassRate,
+            "known-failure" => FindingKind::KnownFailure,
+            "expected-failure" => FindingKind::ExpectedFailure,
+            "identity-differs" => FindingKind::IdentityDiffers,
+            "runtime-differs" => FindingKind::RuntimeDiffers,
+            "server-build-differs" => FindingKind::ServerBuildDiffers,
+            "slow-decode" => FindingKind::SlowDecode,
+            "slow-load" => FindingKind::SlowLoad,
+            "decode-not-compared" => FindingKind::DecodeNotCompared,
+            "server-not-on-gpu" => FindingKind::ServerNotOnGpu,
+            "gpu-use-unknown" => FindingKind::GpuUseUnknown,
+            "kernel-log-blind" => FindingKind::KernelLogBlind,
+            "kernel-log-incomplete" => FindingKind::KernelLogIncomplete,
+            "host-rebooted" => FindingKind::HostRebooted,
+            "kernel-pre-run" => FindingKind::KernelPreRun,
+            "kernel-fault" => FindingKind::KernelFault,
+            "runtime-fault" => FindingKind::RuntimeFault,
+            other => FindingKind::Other(other.to_owned()),
+        }
+    }
+}
+
+impl From<&str> for FindingKind {
+    fn from(s: &str) -> Self {
+        FindingKind::parse(s)
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for FindingKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for FindingKind {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Serialize for FindingKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for FindingKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| FindingKind::parse(&s))
+    }
+}

@@ -1,0 +1,341 @@
+//! `run.json` (the record of one gate), `skipped.json`, and the parts they share. Only types: reading older
+//! versions is [`crate::upgrade`]'s job, writing reports the engine's.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::finding::Finding;
+use crate::identity::{IdentityRecord, ServerMode};
+use crate::words::{KernelLogState, SkipKind, StopOutcome};
+
+/// Version of `run.json` this gauntlet writes.
+/// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
+/// `runtime.server_binary_sha256`).
+/// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
+pub const RUN_RECORD_VERSION: u32 = 5;
+/// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
+/// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
+/// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5];
+
+/// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Warn,
+    Inconclusive,
+    Skip,
+    Fail,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Warn => "warn",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Skip => "skip",
+            Verdict::Fail => "fail",
+        }
+    }
+}
+
+/// Everything one `gauntlet run` observed. Every report is a pure function of this record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema_version: u32,
+    pub gauntlet_version: String,
+    pub profile: String,
+    /// RFC 3339, UTC, real clock.
+    pub started_at: String,
+    pub finished_at: String,
+    pub wall_seconds: f64,
+    pub identity: IdentityRecord,
+    pub identity_digest: String,
+    /// Warn-only facts about the server build and runtime (binary digest, reported build, driver).
+    #[serde(default)]
+    pub runtime: Value,
+    pub environment: Environment,
+    pub server: ServerRecord,
+    pub suite: SuiteRecord,
+    pub cases: Vec<CaseRecord>,
+    pub decode: DecodeSummary,
+    pub findings: Vec<Finding>,
+    pub verdict: Verdict,
+    pub thresholds: Thresholds,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineRef>,
+    /// What the sentry saw around the run: the kernel-log bracket and the wait for a busy GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentry: Option<SentryRecord>,
+    /// The server's build step (`[servers.NAME.build]`), when it has one: ran or skipped, its time and exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<BuildRecord>,
+}
+
+/// One build step of a spawned server, as `run.json` and `bench.json` record it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub server: String,
+    /// The argvs, in order.
+    pub commands: Vec<Vec<String>>,
+    /// `true` when the commands ran; `false` when an unchanged source and command made it a no-op.
+    pub ran: bool,
+    pub seconds: f64,
+    /// How the last command that ran ended (`exit code 0`, `signal 9`, `timed out`); absent when skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<String>,
+    pub timeout_seconds: f64,
+    /// Content digest of the build's `source` tree, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_digest: Option<String>,
+    /// The build's output, relative to the run's folder.
+    pub log: String,
+}
+
+/// `skipped.json`: written instead of `run.json` when a run did not start because the infrastructure was not
+/// there (the GPU stayed busy). A merged report shows it as skipped, never as missing and never as a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkipRecord {
+    pub gauntlet_version: String,
+    pub profile: String,
+    pub kind: SkipKind,
+    pub reason: String,
+    pub at: String,
+}
+
+/// The kernel-log bracket of one run and the GPU-busy wait before it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SentryRecord {
+    /// `clean`, `fault`, `incomplete` (records lost or the reader failed) or `blind` (could not read; `reason`).
+    pub kernel_log: KernelLogState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
+    #[serde(default)]
+    pub kernel_records: u64,
+    #[serde(default)]
+    pub lost_records: u64,
+    #[serde(default)]
+    pub ignored_userspace_records: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// Fault lines already in the kernel log before the run: the machine's state, not this run's faults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_run: Vec<KernelHit>,
+    /// Fault lines logged during the run, and the runtime's own fault lines from the server's stderr.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hits: Vec<KernelHit>,
+    /// Seconds spent waiting for other users of the GPU to leave, and who they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_wait_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_holders_seen: Vec<String>,
+    /// Kernel records already in the buffer when the bracket opened: the machine's history (boot lines, earlier
+    /// faults), never this run's. Those that match a fault pattern are listed in `pre_run`. (Since version 4.)
+    #[serde(default)]
+    pub pre_run_records: u64,
+    /// On a GPU, after the suite: the server's processes that held the device and the memory they held. Empty
+    /// when none did (it computed elsewhere) or it could not be told (see the findings). (Since version 4.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_gpu_pids: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_gpu_memory_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelHit {
+    /// `kmsg` or `stderr`.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    pub pattern: String,
+    /// `device`, `app` or `warn`.
+    pub class: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    /// Attributed to our server (its pid or process name), or to its device.
+    pub ours: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Environment {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpu_model: String,
+    pub cpu_count: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerRecord {
+    /// `spawned` (gauntlet started and stopped it) or `attached` (it was already running).
+    pub mode: ServerMode,
+    pub base_url: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// Spawn → first real generation answered. None when attached or never loaded.
+    pub load_seconds: Option<f64>,
+    pub loaded: bool,
+    /// How the server ended: `terminated`, `killed`, `stuck`, `crashed`, `not-started`, `attached`.
+    pub stop: StopOutcome,
+    #[serde(default)]
+    pub events: Vec<ServerEvent>,
+    /// The last lines of the server's log, kept when the run failed.
+    #[serde(default)]
+    pub log_tail: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerEvent {
+    /// Seconds since the run started (monotonic clock).
+    pub at: f64,
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SuiteRecord {
+    pub id: String,
+    pub version: u32,
+    pub digest: String,
+    pub budget_seconds: f64,
+    pub request_timeout_seconds: f64,
+    pub over_budget: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CaseStatus {
+    /// The server answered and every check passed.
+    Pass,
+    /// The server answered; a check failed (or a repeat differs).
+    Fail,
+    /// The request failed: transport error, timeout, malformed answer.
+    Error,
+    /// Not sent: server down, budget spent, repeat source missing.
+    Skipped,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseRecord {
+    pub id: String,
+    pub status: CaseStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_of: Option<String>,
+    pub stream: bool,
+    /// The request body exactly as sent.
+    pub request: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Answer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Seconds from sending the request to the end of the answer (client wall clock).
+    #[serde(default)]
+    pub seconds: Option<f64>,
+    /// reasoning (prefixed) + content + one line per tool call: what is compared with the baseline.
+    #[serde(default)]
+    pub observed: Option<String>,
+    #[serde(default)]
+    pub checks: Vec<CheckResult>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub content: String,
+    #[serde(default)]
+    pub reasoning: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    /// Server-reported timings (llama.cpp `timings`, or `usage.timings`), verbatim.
+    #[serde(default)]
+    pub server_timings: Option<Value>,
+    /// Streamed answers: one entry per SSE event, timestamped on the client's monotonic clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<StreamEvent>,
+    /// Seconds from sending the request to the first byte of the response body.
+    #[serde(default)]
+    pub first_byte_seconds: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    /// The arguments as the server sent them: a JSON string or an object.
+    pub arguments: Value,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamEvent {
+    /// Seconds since the request was sent.
+    pub t: f64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckResult {
+    pub check: String,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecodeSummary {
+    /// Median over cases with ≥ 32 completion tokens of completion_tokens / request seconds.
+    pub median_tokens_per_second: Option<f64>,
+    /// `usage` or `estimate`; never mixed inside one run.
+    pub token_source: Option<String>,
+    pub cases_counted: usize,
+}
+
+/// The verdict rules in force for a run; recorded so a reader knows what the verdict meant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thresholds {
+    pub min_pass_rate: f64,
+    /// Regressions at or above this count fail the run; below it (but > 0) warn.
+    pub fail_regressions: u32,
+    pub decode_ratio_warn: f64,
+    pub load_ratio_warn: f64,
+    pub load_timeout_seconds: f64,
+    pub request_timeout_seconds: f64,
+    pub suite_budget_seconds: f64,
+    /// Cases the profile declares it is known to fail (a tiny demo model, say): failing as on the baseline is
+    /// then a note, not a warning. A regression (passed on the baseline, fails now) still counts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BaselineRef {
+    pub path: String,
+    pub profile: String,
+    pub started_at: String,
+    pub identity_digest: String,
+}
