@@ -146,7 +146,7 @@ fn enum_spellings_are_the_old_strings() {
     assert_eq!(spelled(StopOutcome::ALL), ["terminated", "killed", "stuck", "crashed", "not-started", "attached"]);
     assert_eq!(spelled(KernelLogState::ALL), ["clean", "fault", "incomplete", "blind"]);
     assert_eq!(spelled(ReceiveClock::ALL), ["kernel", "client", "mixed"]);
-    assert_eq!(spelled(SkipKind::ALL), ["gpu-busy"]);
+    assert_eq!(spelled(SkipKind::ALL), ["gpu-busy", "build-timeout"]);
     assert_eq!(spelled(&[ServerMode::Spawned, ServerMode::Attached]), ["spawned", "attached"]);
 }
 
