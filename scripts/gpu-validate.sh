@@ -10,10 +10,13 @@
 #   run    .gpu-b/model.part-b: joins and verifies the model, waits for the build, runs doctor, then the whole gate
 #          twice on the GPU: first while our torch process holds it (gauntlet waits, then runs; promoted), then
 #          against that baseline.
+#   overhead .gpu-b/model.part-b (+ .gpu-b/gauntlet, optional): joins the model, waits for the build, measures
+#          gauntlet's fixed cost per gate on the GPU (scripts/bench-gate-overhead.sh) and benches an attached
+#          CUDA server bound to the same GPU (it must not be counted as another holder).
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run}
+stage=${1:?usage: gpu-validate.sh start|part|run|overhead}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -68,6 +71,19 @@ suite_budget = "300s"
 stop_grace = "10s"
 verdict = { min_pass_rate = 0.4 }
 expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+
+# A CUDA llama-server that this script starts itself, attached: the bench must not count it as another holder.
+[profiles.h200-attached]
+base_url = "http://127.0.0.1:18492"
+request_model = "smollm2-135m"
+device = "nvidia:0"
+busy_wait = "20s"
+request_timeout = "60s"
+
+[profiles.h200-attached.bench]
+concurrency = [1, 4]
+max_tokens = 32
+samples = 3
 
 # The same server with the GPU hidden from it: it computes on the CPU, and the run must say so.
 [profiles.h200-hidden]
@@ -157,6 +173,32 @@ for r in ['run1', 'run2', 'run3']:
     s = json.load(open('$OUT/' + r + '.json'))['sentry']
     print(r, {k: s.get(k) for k in ['kernel_log', 'pre_run_records', 'last_seq', 'gpu_wait_seconds', 'server_gpu_pids', 'server_gpu_memory_bytes']})
 "
+  ;;
+overhead)
+  # gauntlet's fixed cost per gate on the GPU (wall − load − the requests' own seconds), then a bench of an
+  # attached server that holds the bound GPU itself (no busy skip may happen).
+  cp .gpu-b/gauntlet "$GV/gauntlet" 2>/dev/null && chmod +x "$GV/gauntlet"
+  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
+  say "waiting for the CUDA build (at most 480 s)"
+  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
+  tail -3 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
+  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  write_manifest
+  "$GV/gauntlet" --version
+  say "fixed cost per gate, profile h200, 10 runs"
+  bash scripts/bench-gate-overhead.sh -n 10 --manifest "$GV/gpu.toml" --profile h200 --bin "$GV/gauntlet" \
+    --json "$OUT/gate-overhead-h200.json"
+  say "attached server on nvidia:0 (it holds the GPU itself), benched"
+  "$GV/build/bin/llama-server" -m "$GV/model.gguf" --host 127.0.0.1 --port 18492 -c 4096 -np 4 -ngl 99 --no-webui \
+    >"$GV/attached.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 120); do curl -sf http://127.0.0.1:18492/health >/dev/null && break; sleep 0.5; done
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader
+  "$GV/gauntlet" bench --manifest "$GV/gpu.toml" -p h200-attached --out "$GV/attached-bench"
+  echo "attached bench exit code: $? (0 = benched; 3 would be a busy-GPU skip)"
+  kill "$server"; wait "$server" 2>/dev/null
+  cp "$GV/attached-bench/bench.md" "$OUT/attached-bench.md" 2>/dev/null
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
