@@ -64,6 +64,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let mut crashed = session.exited().is_some();
     let mut cases: Vec<CaseRecord> = Vec::with_capacity(profile.suite.cases.len());
     let total = profile.suite.cases.len();
+    // The suite's start and end, and the GPU check below, are events: with `ready` and `stopped` they show where
+    // a gate's own time goes (scripts/bench-gate-overhead.sh).
+    session.life.event("suite-started", format!("{total} case(s)"));
     for (index, case) in profile.suite.cases.iter().enumerate() {
         let mut record = new_case_record(case, &profile.request_model);
         let source_observed =
@@ -122,8 +125,14 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         session.life.event("skipped", format!("{skipped_crash} case(s) skipped: server is not running"));
     }
 
+    session
+        .life
+        .event("suite-finished", format!("{} case(s) asked", cases.iter().filter(|c| c.seconds.is_some()).count()));
     // Does the server compute on the GPU it is bound to? Asked while it still runs, after the suite.
     let on_gpu = if crashed { None } else { session.on_gpu(profile) };
+    if on_gpu.is_some() {
+        session.life.event("gpu-use-checked", "the server's processes on the device, asked before the stop");
+    }
 
     reporter.event(&RunEvent::Stopping);
     drop(rt);
