@@ -74,7 +74,7 @@ pub(crate) fn determinism_failures(cases: &[DeterminismCase]) -> Vec<String> {
         } else if texts.len() < 2 {
             "one sample is no evidence of determinism".into()
         } else {
-            let at = texts.windows(2).find_map(|w| crate::compare::first_difference(w[0], w[1])).unwrap_or(0);
+            let at = texts.windows(2).find_map(|w| gauntlet_schema::diff::first_difference(w[0], w[1])).unwrap_or(0);
             format!("concurrent copies differ at char {at}")
         };
         failures.push(format!("case `{}`: {why}", c.id));

@@ -23,25 +23,8 @@ use crate::manifest::Profile;
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionOptions};
 
-/// Prompts from a JSONL corpus: one object per line with a non-empty string `prompt` (vLLM's custom-dataset
-/// layout); blank lines are skipped. Every bad line is reported with its number.
-pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
-    let mut prompts = Vec::new();
-    let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        match serde_json::from_str::<Value>(line) {
-            Ok(v) => match v.get("prompt").and_then(Value::as_str).filter(|p| !p.trim().is_empty()) {
-                Some(p) => prompts.push(p.to_owned()),
-                None => errors.push(format!("line {}: no non-empty string `prompt`", i + 1)),
-            },
-            Err(e) => errors.push(format!("line {}: not JSON ({e})", i + 1)),
-        }
-    }
-    if prompts.is_empty() && errors.is_empty() {
-        errors.push("no prompt in the corpus".into());
-    }
-    if errors.is_empty() { Ok(prompts) } else { Err(errors) }
-}
+// A corpus is read where the manifest names it; re-exported so that callers keep their path.
+pub use crate::manifest::read_corpus;
 
 /// Records the re-run `again` of a regression in `first`; returns one line saying what stands.
 pub fn confirm(first: &mut BenchRecord, again: &BenchRecord, record: &str) -> String {
