@@ -1,7 +1,8 @@
 //! The engine's layers, enforced (issue 16 item 5; the picture is in docs/ARCHITECTURE.md). Reads the engine's
 //! own source files, computes the graph of its top-level modules from every `crate::x` and `use crate::{x, …}`
 //! reference outside comments, and checks that (a) no cycle joins two modules and (b) every edge is one the
-//! table [`ALLOWED`] permits. A new top-level module must be given its row. Test-only; never part of the library.
+//! table [`ALLOWED`] permits. A new top-level module must be given its row. Inside a module's folder, no cycle
+//! joins two of its files either (`super::x` references). Test-only; never part of the library.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -208,6 +209,42 @@ fn violations(g: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<String> {
     out
 }
 
+/// For each top-level module with a folder: its submodules' graph, from `super::x` (in the folder's own files)
+/// and `crate::module::x` references between sibling files.
+fn submodule_graphs(src: &Path) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let mut out = BTreeMap::new();
+    for m in declared_modules(&lib) {
+        let dir = src.join(&m);
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        files.sort();
+        let subs: Vec<String> = files
+            .iter()
+            .filter_map(|f| {
+                let stem = f.file_stem()?.to_str()?.to_owned();
+                (stem != "mod" && (f.is_dir() || f.extension().is_some_and(|e| e == "rs"))).then_some(stem)
+            })
+            .collect();
+        let g: &mut BTreeMap<String, BTreeMap<String, String>> = out.entry(m.clone()).or_default();
+        for f in files.iter().filter(|f| f.is_file() && f.extension().is_some_and(|e| e == "rs")) {
+            let Some(me) = f.file_stem().and_then(|s| s.to_str()).filter(|s| *s != "mod") else { continue };
+            let code = strip_comments(&std::fs::read_to_string(f).expect("readable source"));
+            let edges = g.entry(me.to_owned()).or_default();
+            for prefix in ["super::".to_owned(), format!("crate::{m}::")] {
+                for (at, _) in code.match_indices(&prefix) {
+                    let name: String =
+                        code[at + prefix.len()..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if name != me && subs.contains(&name) {
+                        edges.entry(name).or_insert_with(|| format!("{m}/{me}.rs"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 fn engine_src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -221,6 +258,15 @@ fn no_cycle_among_the_engines_top_level_modules() {
             cycle.windows(2).map(|w| format!("{} → {} ({})", w[0], w[1], g[&w[0]][&w[1]])).collect();
         panic!("module cycle: {}", steps.join(", "));
     }
+}
+
+#[test]
+fn no_cycle_among_the_submodules_of_a_module() {
+    let graphs = submodule_graphs(&engine_src());
+    assert!(graphs.get("server").is_some_and(|g| g.len() >= 3), "the submodules were not read: {graphs:?}");
+    let cycles: Vec<String> =
+        graphs.iter().filter_map(|(m, g)| find_cycle(g).map(|c| format!("{m}: {}", c.join(" → ")))).collect();
+    assert!(cycles.is_empty(), "submodule cycle(s):\n{}", cycles.join("\n"));
 }
 
 #[test]
