@@ -263,7 +263,7 @@ fn no_cycle_among_the_engines_top_level_modules() {
 #[test]
 fn no_cycle_among_the_submodules_of_a_module() {
     let graphs = submodule_graphs(&engine_src());
-    assert!(graphs.get("server").is_some_and(|g| g.len() >= 3), "the submodules were not read: {graphs:?}");
+    assert!(graphs.get("server").is_some_and(|g| g.len() >= 2), "the submodules were not read: {graphs:?}");
     let cycles: Vec<String> =
         graphs.iter().filter_map(|(m, g)| find_cycle(g).map(|c| format!("{m}: {}", c.join(" → ")))).collect();
     assert!(cycles.is_empty(), "submodule cycle(s):\n{}", cycles.join("\n"));
