@@ -2,7 +2,8 @@
 //!
 //! It holds what must be equal for a comparison to mean anything (model bytes, server kind and ordered
 //! arguments, features, binding, suite, workload, endpoint, template mode). Its type and JSON shape are
-//! `gauntlet_schema::identity`; this module computes it and its digest.
+//! `gauntlet_schema::identity`; this module composes it from the facts `crate::session::compute_identity`
+//! gathers, and takes its digest. It never probes a device, runs a process or reads a build directory.
 //!
 //! What the change under test is allowed to change does not refuse a comparison:
 //! - the server binary: the identity's `build` member (`binary_sha256`, `source_digest`, `built`). The digest is

@@ -292,8 +292,8 @@ pub(crate) fn read_qualify(
     s
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 /// R6's drift limits (`[profiles.P.qualify.monitor]`); `crate::qualify::drift` judges samples against them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftLimits {
     /// Samples per window. The first window is warm-up and skipped; the early window is the second.
     pub window: usize,
