@@ -7,6 +7,8 @@ pub mod client;
 pub mod compare;
 pub mod doctor;
 pub mod identity;
+#[cfg(test)]
+mod layers;
 pub mod manifest;
 pub mod plan;
 pub mod qualify;
@@ -20,14 +22,5 @@ pub mod suite;
 pub mod util;
 pub mod verdict;
 
-/// gauntlet's home: `$GAUNTLET_HOME`, else `$XDG_CACHE_HOME/gauntlet`, else `~/.cache/gauntlet`.
-pub fn home_dir() -> std::path::PathBuf {
-    if let Some(h) = std::env::var_os("GAUNTLET_HOME").filter(|h| !h.is_empty()) {
-        return h.into();
-    }
-    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|h| !h.is_empty()) {
-        return std::path::PathBuf::from(x).join("gauntlet");
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
-    std::path::PathBuf::from(home).join(".cache").join("gauntlet")
-}
+// gauntlet's home is a machine fact (`util`); re-exported at the root, where the CLI reads it.
+pub use util::home_dir;

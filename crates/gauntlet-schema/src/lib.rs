@@ -1,4 +1,5 @@
-//! The serde types of every file gauntlet writes or reads, and nothing else.
+//! The serde types of every file gauntlet writes or reads, and the pure functions of them that several engine layers
+//! share ([`diff`]: which identity fields differ, where two texts first differ), and nothing else.
 //!
 //! A file carries its version (`schema_version`, `bench_version`, …). Readers accept every version they list and
 //! refuse a newer one with a clear message instead of guessing; older versions convert to today's types in one
@@ -6,6 +7,7 @@
 //! must never do I/O beyond parsing the text it is given, nor compute digests.
 
 pub mod bench;
+pub mod diff;
 pub mod finding;
 pub mod identity;
 pub mod qualify;

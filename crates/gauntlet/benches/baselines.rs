@@ -87,7 +87,7 @@ fn cache_hit(dir: &Path) {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let manifest = Manifest::from_file(&manifest_path).expect("bench manifest");
     let profile = manifest.select(None).expect("profile");
-    let identity = identity::compute(profile, &home).expect("identity");
+    let identity = gauntlet_engine::session::compute_identity(profile, &home).expect("identity");
     let key = CacheKey::for_run(profile, &identity, &source, "none").expect("this repository is a git work tree");
     let remembered = record(&sample_identity(), 0);
     skip_cache::remember(&home.join("skip-cache"), &key, &remembered, "# gauntlet attached: PASS\n").expect("remember");

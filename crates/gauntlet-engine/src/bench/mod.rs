@@ -1,5 +1,5 @@
 //! The measuring core of `gauntlet bench`: metrics from request timelines and the statistics that compare them
-//! with a baseline. (The workload driver and the command come later; these are pure functions, tested alone.)
+//! with a baseline. Pure functions, tested alone; the workload driver and the command are `crate::run::bench`.
 
 pub mod metrics;
 pub mod stats;

@@ -111,7 +111,7 @@ pub fn run(spec: &BuildSpec, binary: &Path, out_dir: &Path) -> Result<BuildOutco
         source_digest: digest.clone(),
         log: "build.log".into(),
     };
-    let home = crate::home_dir();
+    let home = crate::util::home_dir();
     let binary_sha = || crate::util::sha256_file_memo(binary, &home).ok();
     if digest.is_some()
         && let Some(state) = read_state(&spec.dir)

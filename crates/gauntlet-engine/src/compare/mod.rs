@@ -4,70 +4,10 @@
 pub mod lossless;
 
 use gauntlet_schema::{CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds};
-use serde_json::Value;
 
-/// One identity field that differs, as `path: old → new`.
-pub fn identity_differences(old: &Value, new: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    diff(old, new, String::new(), &mut out);
-    out
-}
-
-fn diff(old: &Value, new: &Value, path: String, out: &mut Vec<String>) {
-    match (old, new) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                diff(a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null), p, out);
-            }
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                diff(x, y, format!("{path}[{i}]"), out);
-            }
-        }
-        // Lists of other lengths (server arguments): name the first position that differs and what stands there.
-        (Value::Array(a), Value::Array(b)) => {
-            let at = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
-            let item = |v: Option<&Value>| v.map(short).unwrap_or_else(|| "(end)".into());
-            out.push(format!(
-                "{path}: {} → {} items; from [{at}]: {} → {}",
-                a.len(),
-                b.len(),
-                item(a.get(at)),
-                item(b.get(at))
-            ));
-        }
-        (a, b) if a != b => out.push(format!("{path}: {} → {}", short(a), short(b))),
-        _ => {}
-    }
-}
-
-fn short(v: &Value) -> String {
-    let s = match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "(none)".into(),
-        other => other.to_string(),
-    };
-    if s.chars().count() > 80 { format!("{}…", s.chars().take(80).collect::<String>()) } else { s }
-}
-
-/// Index (in characters) of the first difference, or None when equal.
-pub fn first_difference(a: &str, b: &str) -> Option<usize> {
-    let mut ai = a.chars();
-    let mut bi = b.chars();
-    let mut i = 0;
-    loop {
-        match (ai.next(), bi.next()) {
-            (None, None) => return None,
-            (x, y) if x != y => return Some(i),
-            _ => i += 1,
-        }
-    }
-}
+// Pure helpers shared with identity, reports and qualification: the schema crate's, re-exported so that callers
+// keep their path.
+pub use gauntlet_schema::diff::{first_difference, identity_differences};
 
 /// The findings of comparing `run` with `baseline`. Regressions are cases whose checks passed on the baseline
 /// and fail now; their severity depends on how many there are (`fail_regressions`).
@@ -83,7 +23,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         });
     }
     // The server's build is what a gate tests, so a new build is a note; a new driver or runtime warns.
-    for d in crate::identity::build_differences(&baseline.identity, &run.identity) {
+    for d in gauntlet_schema::diff::build_differences(&baseline.identity, &run.identity) {
         out.push(Finding {
             kind: FindingKind::ServerBuildDiffers,
             severity: Severity::Info,
@@ -198,33 +138,4 @@ fn failed_checks(case: &gauntlet_schema::CaseRecord) -> String {
     let failed: Vec<String> =
         case.checks.iter().filter(|c| !c.passed).map(|c| format!("{} ({})", c.check, c.detail)).collect();
     if failed.is_empty() { "no check detail".into() } else { failed.join("; ") }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn identity_differences_name_every_field() {
-        let old = json!({"model": {"sha256": "aa", "size": 1}, "arguments": ["-c", "4096"], "suite": "x"});
-        let new =
-            json!({"model": {"sha256": "bb", "size": 1}, "arguments": ["-c", "2048"], "extra": true, "suite": "x"});
-        assert_eq!(
-            identity_differences(&old, &new),
-            vec![
-                "arguments[1]: 4096 → 2048".to_owned(),
-                "extra: (none) → true".to_owned(),
-                "model.sha256: aa → bb".to_owned(),
-            ]
-        );
-    }
-
-    #[test]
-    fn first_difference_counts_characters_not_bytes() {
-        assert_eq!(first_difference("héllo", "héllo"), None);
-        assert_eq!(first_difference("héllo", "hélp"), Some(3));
-        assert_eq!(first_difference("ab", "abc"), Some(2));
-        assert_eq!(first_difference("", "x"), Some(0));
-    }
 }

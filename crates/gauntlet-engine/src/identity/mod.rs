@@ -2,7 +2,8 @@
 //!
 //! It holds what must be equal for a comparison to mean anything (model bytes, server kind and ordered
 //! arguments, features, binding, suite, workload, endpoint, template mode). Its type and JSON shape are
-//! `gauntlet_schema::identity`; this module computes it and its digest.
+//! `gauntlet_schema::identity`; this module composes it from the facts `crate::session::compute_identity`
+//! gathers, and takes its digest. It never probes a device, runs a process or reads a build directory.
 //!
 //! What the change under test is allowed to change does not refuse a comparison:
 //! - the server binary: the identity's `build` member (`binary_sha256`, `source_digest`, `built`). The digest is
@@ -93,9 +94,22 @@ pub fn recipe_digest(identity: &IdentityRecord) -> String {
     digest(&identity.to_value()["recipe"])
 }
 
-/// Computed before the server starts. Hashing the model uses a stat-keyed memo under `home`, so an unchanged
-/// multi-gigabyte file is hashed once per machine, not once per run.
-pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError> {
+/// What the machine says about a run's identity, gathered by the layer that may probe it
+/// (`crate::session::compute_identity`): this module never probes a device nor reads a build directory.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// `runtime.cpu`.
+    pub cpu: Value,
+    /// The device's identity, or `{"error": …}` where it cannot be read.
+    pub gpu: Value,
+    /// `identity.build` of a spawned server (`crate::build::identity_member`); None for an attached one.
+    pub build: Option<Value>,
+}
+
+/// The identity of `profile` from the gathered `facts`. Hashing the model uses a stat-keyed memo under `home`, so
+/// an unchanged multi-gigabyte file is hashed once per machine, not once per run.
+pub fn compose(profile: &Profile, home: &Path, facts: Facts) -> Result<Identity, IdentityError> {
+    let Facts { cpu, gpu, build: build_member } = facts;
     let thinking: Vec<&str> = profile.suite.cases.iter().filter(|c| c.thinking).map(|c| c.id.as_str()).collect();
     let mut features = profile.features.clone();
     features.sort();
@@ -113,7 +127,7 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
                 return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
             }
             // An unreadable binary has no digest; the server's spawn (or its build) then says why.
-            let build = crate::build::identity_member(&s.binary, s.build.as_ref(), None, home);
+            let build = build_member.unwrap_or(Value::Null);
             (
                 json!({
                     "model": {
@@ -150,11 +164,6 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
         ),
     };
     let mut runtime = json!({});
-    let cpu = crate::sentry::gpu::cpu_identity(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
-    let gpu = match crate::sentry::gpu::probe().identity(&profile.device) {
-        Ok(v) => v,
-        Err(e) => json!({"error": e}),
-    };
     runtime["cpu"] = cpu;
     if profile.device.is_gpu() {
         runtime["gpu"] = gpu.clone();
@@ -177,14 +186,14 @@ pub fn compute(profile: &Profile, home: &Path) -> Result<Identity, IdentityError
 /// Where it runs. On a CPU machine: the processor model and architecture (it changes numerics and speed). On a
 /// GPU: its kind (board name, memory size, AMD gfx target); the driver, VBIOS and power limit are runtime facts
 /// that only warn, and the UUID is not identity at all (two identical boards share baselines).
-fn binding(device: &crate::sentry::gpu::Device, gpu: &Value) -> Value {
+fn binding(device: &crate::manifest::Device, gpu: &Value) -> Value {
     let env = crate::util::environment();
     match device {
-        crate::sentry::gpu::Device::Cpu => {
+        crate::manifest::Device::Cpu => {
             json!({"runtime": "cpu", "device": env.cpu_model, "arch": env.arch, "visible_devices": Value::Null})
         }
         d => json!({
-            "runtime": if matches!(d, crate::sentry::gpu::Device::Nvidia(_)) { "cuda" } else { "rocm" },
+            "runtime": if matches!(d, crate::manifest::Device::Nvidia(_)) { "cuda" } else { "rocm" },
             "device": gpu.get("name").or_else(|| gpu.get("gfx_target")).cloned().unwrap_or(Value::Null),
             "memory_total_bytes": gpu.get("memory_total_bytes").cloned().unwrap_or(Value::Null),
             "arch": env.arch,
@@ -207,26 +216,22 @@ pub fn differences(
     old_runtime: &Value,
     new_runtime: &Value,
 ) -> Differences {
-    let mut warning: Vec<String> = crate::compare::identity_differences(old_runtime, new_runtime)
+    let mut warning: Vec<String> = gauntlet_schema::diff::identity_differences(old_runtime, new_runtime)
         .into_iter()
         .map(|d| format!("runtime.{d}"))
         .collect();
     warning.extend(build_differences(old_identity, new_identity));
     Differences {
-        refusing: crate::compare::identity_differences(&old_identity.digest_value(), &new_identity.digest_value()),
+        refusing: gauntlet_schema::diff::identity_differences(
+            &old_identity.digest_value(),
+            &new_identity.digest_value(),
+        ),
         warning,
     }
 }
 
-/// The differences in the identities' `build` members, as `build.<field>: old → new`. A record without `build`
-/// (an attached server) differs from none of its fields.
-pub fn build_differences(old_identity: &IdentityRecord, new_identity: &IdentityRecord) -> Vec<String> {
-    let (old, new) = (old_identity.build_value(), new_identity.build_value());
-    if old.is_null() || new.is_null() {
-        return Vec::new();
-    }
-    crate::compare::identity_differences(&old, &new).into_iter().map(|d| format!("build.{d}")).collect()
-}
+// Pure functions of two records: the schema crate's, re-exported so that callers keep their path.
+pub use gauntlet_schema::diff::build_differences;
 
 #[cfg(test)]
 mod tests {

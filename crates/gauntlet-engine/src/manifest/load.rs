@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use crate::sentry::gpu::Device;
+use super::Device;
 
 use gauntlet_schema::Thresholds;
 use toml::Table;
@@ -62,7 +62,7 @@ pub struct Profile {
     /// Release qualification settings (`[profiles.P.qualify]`), defaults when absent.
     pub qualify: super::qualify::QualifySettings,
     /// `gauntlet bench`'s workload (`[profiles.P.bench]`), defaults when absent; flags override it.
-    pub bench: crate::run::Workload,
+    pub bench: gauntlet_schema::bench::Workload,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.

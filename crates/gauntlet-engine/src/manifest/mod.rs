@@ -1,14 +1,18 @@
 //! TOML → validated profiles. Everything that can be checked before a process starts is checked here, once.
 
 mod build;
+mod device;
 mod fields;
 mod load;
 mod qualify;
 
 pub use build::{BuildSpec, DEFAULT_BUILD_TIMEOUT};
+pub use device::Device;
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{
     AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
-pub use qualify::{QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, workload_problem};
+pub use qualify::{
+    DriftLimits, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, read_corpus, workload_problem,
+};

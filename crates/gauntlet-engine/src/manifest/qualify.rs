@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use toml::Value;
 
 use super::fields::{Problems, Reader, join, type_name};
-use crate::run::Workload;
+use gauntlet_schema::bench::{Corpus, Workload};
+use serde_json::Value as Json;
 
 pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
 
@@ -76,7 +77,7 @@ pub struct QualifySettings {
     pub performance: Workload,
     /// R6: seconds between monitor samples, and the drift limits.
     pub monitor_interval_seconds: f64,
-    pub monitor: crate::qualify::drift::Limits,
+    pub monitor: DriftLimits,
     /// Per stage, seconds.
     pub timeouts: std::collections::BTreeMap<String, f64>,
     /// A git work tree whose tracked files must be clean (R0); none declared = not checked, and R0 says so.
@@ -110,7 +111,7 @@ fn default_settings(load_timeout: Duration, suite_budget: Duration) -> QualifySe
         saturation: Workload::new(vec![1, 2], 32, 1, 2),
         performance: Workload::new(vec![1, 2], 32, 1, 5),
         monitor_interval_seconds: 0.5,
-        monitor: crate::qualify::drift::Limits {
+        monitor: DriftLimits {
             window: 5,
             max_rss_growth_mib: 256.0,
             max_health_latency_growth: 3.0,
@@ -184,10 +185,9 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
             return w;
         }
     };
-    match crate::run::read_corpus(&String::from_utf8_lossy(&bytes)) {
+    match read_corpus(&String::from_utf8_lossy(&bytes)) {
         Ok(prompts) => {
-            w.corpus =
-                Some(crate::run::Corpus { path: rel, sha256: crate::util::sha256_hex(&bytes), prompts: prompts.len() });
+            w.corpus = Some(Corpus { path: rel, sha256: crate::util::sha256_hex(&bytes), prompts: prompts.len() });
             w.prompts = prompts;
         }
         Err(errors) => {
@@ -290,4 +290,44 @@ pub(crate) fn read_qualify(
         }
     }
     s
+}
+
+/// R6's drift limits (`[profiles.P.qualify.monitor]`); `crate::qualify::drift` judges samples against them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftLimits {
+    /// Samples per window. The first window is warm-up and skipped; the early window is the second.
+    pub window: usize,
+    pub max_rss_growth_mib: f64,
+    pub max_health_latency_growth: f64,
+    /// Health latency growth only counts when the late median also exceeds the early one by this many seconds:
+    /// a probe going from 1 ms to 5 ms under load is noise, not drift.
+    #[serde(default = "default_slack")]
+    pub health_latency_slack_seconds: f64,
+    pub max_gpu_memory_growth_mib: Option<f64>,
+    /// Whether RSS must be readable (a spawned server: yes; an attached one: it cannot be).
+    pub require_rss: bool,
+}
+
+fn default_slack() -> f64 {
+    0.05
+}
+
+/// Prompts from a JSONL corpus: one object per line with a non-empty string `prompt` (vLLM's custom-dataset
+/// layout); blank lines are skipped. Every bad line is reported with its number.
+pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
+    let mut prompts = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        match serde_json::from_str::<Json>(line) {
+            Ok(v) => match v.get("prompt").and_then(Json::as_str).filter(|p| !p.trim().is_empty()) {
+                Some(p) => prompts.push(p.to_owned()),
+                None => errors.push(format!("line {}: no non-empty string `prompt`", i + 1)),
+            },
+            Err(e) => errors.push(format!("line {}: not JSON ({e})", i + 1)),
+        }
+    }
+    if prompts.is_empty() && errors.is_empty() {
+        errors.push("no prompt in the corpus".into());
+    }
+    if errors.is_empty() { Ok(prompts) } else { Err(errors) }
 }

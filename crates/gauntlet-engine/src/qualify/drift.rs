@@ -20,24 +20,8 @@ pub struct Sample {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limits {
-    /// Samples per window. The first window is warm-up and skipped; the early window is the second.
-    pub window: usize,
-    pub max_rss_growth_mib: f64,
-    pub max_health_latency_growth: f64,
-    /// Health latency growth only counts when the late median also exceeds the early one by this many seconds:
-    /// a probe going from 1 ms to 5 ms under load is noise, not drift.
-    #[serde(default = "default_slack")]
-    pub health_latency_slack_seconds: f64,
-    pub max_gpu_memory_growth_mib: Option<f64>,
-    /// Whether RSS must be readable (a spawned server: yes; an attached one: it cannot be).
-    pub require_rss: bool,
-}
-
-fn default_slack() -> f64 {
-    0.05
-}
+// The limits are set in the manifest; re-exported so that callers keep their path.
+pub use crate::manifest::DriftLimits as Limits;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Drift {

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use gauntlet_schema::{CaseRecord, CaseStatus, RunRecord, ServerMode, Severity};
 
-use crate::compare::first_difference;
+use gauntlet_schema::diff::first_difference;
 
 pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     let mut s = String::new();

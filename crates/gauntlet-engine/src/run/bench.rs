@@ -23,25 +23,8 @@ use crate::manifest::Profile;
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionOptions};
 
-/// Prompts from a JSONL corpus: one object per line with a non-empty string `prompt` (vLLM's custom-dataset
-/// layout); blank lines are skipped. Every bad line is reported with its number.
-pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
-    let mut prompts = Vec::new();
-    let mut errors = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        match serde_json::from_str::<Value>(line) {
-            Ok(v) => match v.get("prompt").and_then(Value::as_str).filter(|p| !p.trim().is_empty()) {
-                Some(p) => prompts.push(p.to_owned()),
-                None => errors.push(format!("line {}: no non-empty string `prompt`", i + 1)),
-            },
-            Err(e) => errors.push(format!("line {}: not JSON ({e})", i + 1)),
-        }
-    }
-    if prompts.is_empty() && errors.is_empty() {
-        errors.push("no prompt in the corpus".into());
-    }
-    if errors.is_empty() { Ok(prompts) } else { Err(errors) }
-}
+// A corpus is read where the manifest names it; re-exported so that callers keep their path.
+pub use crate::manifest::read_corpus;
 
 /// Records the re-run `again` of a regression in `first`; returns one line saying what stands.
 pub fn confirm(first: &mut BenchRecord, again: &BenchRecord, record: &str) -> String {
@@ -515,5 +498,59 @@ mod arrival_tests {
         let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64).sqrt();
         assert!((mean - 0.02).abs() < 0.02 * 0.03, "mean gap {mean}");
         assert!((sd / mean - 1.0).abs() < 0.05, "coefficient of variation {}", sd / mean);
+    }
+}
+
+// The report's views tested on a level the driver computed: here, so that the report never needs the driver.
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+    use crate::run::bench_report::{bencher, markdown};
+
+    fn record(start: f64, gap: f64) -> RequestRecord {
+        // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
+        let mut events = vec![(0.05, String::new(), String::new())];
+        events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
+        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false }
+    }
+
+    fn bench(levels: Vec<Level>) -> BenchRecord {
+        serde_json::from_value(json!({
+            "bench_version": 2, "gauntlet_version": "0", "profile": "p", "started_at": "t", "identity": {},
+            "identity_digest": "d", "runtime": {}, "definitions": {}, "verdict": "candidate", "rules": {},
+            "workload": {"concurrency": [2], "max_tokens": 4, "warmups": 0, "repetitions": 2}, "levels": levels,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn bencher_export_names_each_concurrency_and_bounds_sampled_measures_by_their_batches() {
+        let batch = |gap: f64| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            receive_clock: Some(ReceiveClock::Kernel),
+            requests: vec![record(0.0, gap), record(0.0, gap)],
+        };
+        let l = level(2, vec![batch(0.01), batch(0.02)], 4);
+        let v = bencher(&bench(vec![serde_json::from_value(serde_json::to_value(&l).unwrap()).unwrap()]));
+        let m = &v["p/concurrency-2"];
+        assert!((m["ttft-mean-ms"]["value"].as_f64().unwrap() - 100.0).abs() < 1e-9, "{m}");
+        let tpot = &m["tpot-mean-ms"];
+        assert!((tpot["lower_value"].as_f64().unwrap() - 10.0).abs() < 1e-9, "{tpot}");
+        assert!((tpot["upper_value"].as_f64().unwrap() - 20.0).abs() < 1e-9, "{tpot}");
+        assert!((tpot["value"].as_f64().unwrap() - 15.0).abs() < 1e-9, "{tpot}");
+        let tput = &m["output-throughput-tok-per-s"];
+        let (lo, val, hi) = (tput["lower_value"].as_f64(), tput["value"].as_f64(), tput["upper_value"].as_f64());
+        assert!(lo <= val && val <= hi, "{tput}");
+        assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
+        assert_eq!(m["error-rate"]["value"], 0.0);
+        let md = markdown(&bench(vec![l.clone()]));
+        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
+        assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
+        let mut mixed = l;
+        mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
+        let md = markdown(&bench(vec![mixed]));
+        assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
     }
 }

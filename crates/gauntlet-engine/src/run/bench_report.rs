@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use super::bench::{BenchRecord, Level};
 use gauntlet_schema::ReceiveClock;
+use gauntlet_schema::bench::{BenchRecord, Level, MetricComparison};
 
 /// The measures exported per concurrency: BMF slug, the compared metric whose per-batch samples bound it, how the
 /// pooled value is read from the level's metrics, and the factor to the slug's unit.
@@ -46,7 +46,7 @@ pub fn bencher(r: &BenchRecord) -> Value {
 }
 
 /// One compared metric at one concurrency: "baseline → now (change, interval, p, call): why".
-pub fn comparison_line(concurrency: usize, c: &super::bench::MetricComparison) -> String {
+pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
     format!(
         "c{concurrency} {} ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}): {}",
         c.metric,
@@ -144,57 +144,4 @@ pub fn markdown(r: &BenchRecord) -> String {
          has the same numbers in bencher's metric format."
     );
     md
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::run::bench::{Batch, RequestRecord, level};
-
-    fn record(start: f64, gap: f64) -> RequestRecord {
-        // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
-        let mut events = vec![(0.05, String::new(), String::new())];
-        events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
-        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false }
-    }
-
-    fn bench(levels: Vec<Level>) -> BenchRecord {
-        serde_json::from_value(json!({
-            "bench_version": 2, "gauntlet_version": "0", "profile": "p", "started_at": "t", "identity": {},
-            "identity_digest": "d", "runtime": {}, "definitions": {}, "verdict": "candidate", "rules": {},
-            "workload": {"concurrency": [2], "max_tokens": 4, "warmups": 0, "repetitions": 2}, "levels": levels,
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn bencher_export_names_each_concurrency_and_bounds_sampled_measures_by_their_batches() {
-        let batch = |gap: f64| Batch {
-            seconds: 0.1 + 3.0 * gap,
-            released_monotonic_ns: None,
-            in_flight_max: 2,
-            receive_clock: Some(ReceiveClock::Kernel),
-            requests: vec![record(0.0, gap), record(0.0, gap)],
-        };
-        let l = level(2, vec![batch(0.01), batch(0.02)], 4);
-        let v = bencher(&bench(vec![serde_json::from_value(serde_json::to_value(&l).unwrap()).unwrap()]));
-        let m = &v["p/concurrency-2"];
-        assert!((m["ttft-mean-ms"]["value"].as_f64().unwrap() - 100.0).abs() < 1e-9, "{m}");
-        let tpot = &m["tpot-mean-ms"];
-        assert!((tpot["lower_value"].as_f64().unwrap() - 10.0).abs() < 1e-9, "{tpot}");
-        assert!((tpot["upper_value"].as_f64().unwrap() - 20.0).abs() < 1e-9, "{tpot}");
-        assert!((tpot["value"].as_f64().unwrap() - 15.0).abs() < 1e-9, "{tpot}");
-        let tput = &m["output-throughput-tok-per-s"];
-        let (lo, val, hi) = (tput["lower_value"].as_f64(), tput["value"].as_f64(), tput["upper_value"].as_f64());
-        assert!(lo <= val && val <= hi, "{tput}");
-        assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
-        assert_eq!(m["error-rate"]["value"], 0.0);
-        let md = markdown(&bench(vec![l.clone()]));
-        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
-        assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
-        let mut mixed = l;
-        mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
-        let md = markdown(&bench(vec![mixed]));
-        assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
-    }
 }

@@ -26,7 +26,7 @@ pub use crate::session::{Reporter, RunEvent, Silent};
 
 pub struct GateOptions<'a> {
     pub out_dir: &'a Path,
-    /// Computed before the run (see [`crate::identity::compute`]), so the caller can pick a baseline with it.
+    /// Computed before the run (see [`crate::session::compute_identity`]), so the caller can pick a baseline with it.
     pub identity: &'a Identity,
     pub baseline: Option<(&'a RunRecord, String)>,
     /// The build step already done by the caller (before its skip-cache lookup); None: the session builds.
@@ -261,7 +261,7 @@ pub(crate) async fn answer_case(
 }
 
 fn repeat_check(source: &str, observed: &str) -> CheckResult {
-    match crate::compare::first_difference(source, observed) {
+    match gauntlet_schema::diff::first_difference(source, observed) {
         None => CheckResult { check: "identical".into(), passed: true, detail: String::new() },
         Some(at) => CheckResult {
             check: "identical".into(),

@@ -5,7 +5,7 @@ use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use super::process::{group_members, signal_group};
+use super::group::{group_members, signal_group};
 
 static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 static INSTALL: Once = Once::new();

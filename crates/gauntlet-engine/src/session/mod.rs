@@ -21,6 +21,7 @@
 //! handle) serves the whole session. The session must never write to the terminal (it reports [`RunEvent`]s) and
 //! never decide a verdict.
 
+mod identity;
 mod port_owner;
 mod steps;
 
@@ -36,6 +37,7 @@ use crate::manifest::{Profile, Target};
 use crate::sentry::gpu;
 use crate::server::{ServerProcess, SpawnError};
 
+pub use identity::compute_identity;
 pub use port_owner::server_pids;
 pub use steps::OnGpu;
 pub(crate) use steps::server_build_info;
@@ -269,8 +271,12 @@ impl Session {
                     build_failed = true;
                 }
             }
-            session.build_identity =
-                Some(crate::build::identity_member(&s.binary, s.build.as_ref(), outcome.as_ref(), &crate::home_dir()));
+            session.build_identity = Some(crate::build::identity_member(
+                &s.binary,
+                s.build.as_ref(),
+                outcome.as_ref(),
+                &crate::util::home_dir(),
+            ));
             session.build = outcome;
             if build_failed {
                 session.life = life;

@@ -22,5 +22,5 @@ pub fn default_store_dir(flag: Option<&std::path::Path>, manifest: Option<&std::
     if let Some(m) = manifest {
         return m.to_owned();
     }
-    crate::home_dir().join("store")
+    crate::util::home_dir().join("store")
 }

@@ -2,7 +2,6 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use super::needle;
 
@@ -242,7 +241,7 @@ impl Suite {
                 check: c.check,
             });
         }
-        let digest = hex(&Sha256::digest(text.as_bytes()));
+        let digest = crate::util::sha256_hex(text.as_bytes());
         Ok(Suite { id: file.id, version: file.version, digest, cases })
     }
 }
@@ -308,10 +307,6 @@ fn no_nul(v: &toml::Value, at: &str, problems: &mut Vec<String>) {
         toml::Value::Table(t) => t.iter().for_each(|(k, x)| no_nul(x, &format!("{at}.{k}"), problems)),
         _ => {}
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -4,6 +4,5 @@ mod cases;
 mod checks;
 mod needle;
 
-pub(crate) use cases::hex;
 pub use cases::{Case, Check, Field, Message, Suite, SuiteError, ToolCallCheck};
 pub use checks::{evaluate, observed_text};

@@ -9,7 +9,17 @@ use std::time::SystemTime;
 use gauntlet_schema::Environment;
 use sha2::{Digest, Sha256};
 
-use crate::suite::hex;
+/// gauntlet's home: `$GAUNTLET_HOME`, else `$XDG_CACHE_HOME/gauntlet`, else `~/.cache/gauntlet`.
+pub fn home_dir() -> std::path::PathBuf {
+    if let Some(h) = std::env::var_os("GAUNTLET_HOME").filter(|h| !h.is_empty()) {
+        return h.into();
+    }
+    if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|h| !h.is_empty()) {
+        return std::path::PathBuf::from(x).join("gauntlet");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
+    std::path::PathBuf::from(home).join(".cache").join("gauntlet")
+}
 
 /// Write via a temporary file in the same directory, fsync, then rename: a reader sees the old file or the
 /// whole new one, never a part.
@@ -31,6 +41,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

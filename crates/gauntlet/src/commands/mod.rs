@@ -151,6 +151,6 @@ pub(crate) fn bench_baseline(
 
 /// The identity of a profile on this machine; a model or binary that cannot be hashed is bad input.
 pub(crate) fn identity_of(profile: &Profile) -> Result<gauntlet_engine::identity::Identity, Failure> {
-    gauntlet_engine::identity::compute(profile, &gauntlet_engine::home_dir())
+    gauntlet_engine::session::compute_identity(profile, &gauntlet_engine::home_dir())
         .map_err(|e| Failure::bad_input(e.to_string()))
 }

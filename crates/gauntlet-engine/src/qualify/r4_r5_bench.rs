@@ -1,0 +1,103 @@
+//! R4 (saturation) and R5 (performance against a baseline): the bench's measuring and assessing on the
+//! qualification's server. R5's stage file is also a bench record. Never spawns or stops the server.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{BASELINE_FILE, Outcome, StageStatus};
+use crate::client::Client;
+use crate::identity::Identity;
+use crate::manifest::Profile;
+use crate::run::{BenchRecord, BenchVerdict, Reporter};
+use crate::server::ServerProcess;
+use crate::util::{now_rfc3339, write_atomic};
+
+pub(super) async fn saturation(
+    client: &Client,
+    profile: &Profile,
+    process: Option<&mut ServerProcess>,
+    reporter: &mut dyn Reporter,
+) -> Outcome {
+    let w = &profile.qualify.saturation;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let rules = crate::bench::stats::Rules::default();
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules);
+    problems.extend(assessed);
+    let summary = levels
+        .iter()
+        .map(|l| {
+            format!("c{}: {:.1} tok/s", l.concurrency, l.metrics["output_throughput_wall"].as_f64().unwrap_or(0.0))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut failures = problems;
+    if verdict == BenchVerdict::Fail && failures.is_empty() {
+        failures.push("requests failed".into());
+    }
+    Outcome::judged(failures, summary, json!({"workload": w, "levels": levels}))
+}
+
+pub(super) async fn performance(
+    client: &Client,
+    profile: &Profile,
+    identity: &Identity,
+    process: Option<&mut ServerProcess>,
+    baseline: Option<&(BenchRecord, String)>,
+    dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Outcome {
+    let w = &profile.qualify.performance;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let rules = crate::bench::stats::Rules::default();
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules);
+    problems.extend(assessed);
+    if let Some((b, _)) = baseline {
+        let path = dir.join(BASELINE_FILE);
+        if let Err(e) = write_atomic(&path, &serde_json::to_vec_pretty(b).expect("serializable")) {
+            problems.push(format!("cannot keep the baseline in the bundle: {e}"));
+        }
+    }
+    let status = match (verdict, problems.is_empty()) {
+        (BenchVerdict::Fail | BenchVerdict::Regression, _) | (_, false) => StageStatus::Fail,
+        (BenchVerdict::Inconclusive, true) => StageStatus::Inconclusive,
+        _ => StageStatus::Pass,
+    };
+    let summary = match verdict.as_str() {
+        "candidate" => "no baseline: recorded as candidate evidence, no performance gate applied".to_owned(),
+        v => {
+            let calls: Vec<String> = levels
+                .iter()
+                .flat_map(|l| l.comparisons.iter().map(move |c| format!("c{} {} {}", l.concurrency, c.metric, c.call)))
+                .filter(|s| !s.ends_with("no-change"))
+                .collect();
+            if calls.is_empty() { format!("{v} against the baseline") } else { format!("{v}: {}", calls.join(", ")) }
+        }
+    };
+    let mut failures = problems;
+    if status == StageStatus::Fail && failures.is_empty() {
+        failures.push(format!("bench verdict: {verdict}"));
+    }
+    // The stage file is also a bench record: a later `qualify --baseline` or `bench --baseline` reads it as one.
+    let record = BenchRecord {
+        bench_version: crate::run::BENCH_VERSION,
+        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        profile: profile.name.clone(),
+        started_at: now_rfc3339(),
+        identity: identity.value.clone(),
+        identity_digest: identity.digest.clone(),
+        runtime: identity.runtime.clone(),
+        workload: w.clone(),
+        definitions: Value::Null,
+        levels,
+        verdict,
+        rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
+        baseline: baseline.map(|(_, p)| p.clone()),
+        problems: failures.clone(),
+        confirmation: None,
+        findings: Vec::new(),
+        sentry: None,
+        build: None,
+    };
+    Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
+}
