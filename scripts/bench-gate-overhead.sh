@@ -2,7 +2,8 @@
 # gauntlet's fixed cost per gate: runs `gauntlet run` N times on a profile and prints, per run and as
 # median / max, the external wall time, the load (spawn → ready), the requests' own seconds (Σ case seconds) and
 # what is left: the fixed cost = wall − load − Σ case seconds (identity, GPU wait, bracket, spawn, stop, kernel
-# grace, checks, writing the outputs). Writes a JSON summary.
+# grace, checks, writing the outputs). Of that it also shows the server's own exit (stop request → reaped exit,
+# from the run's events) and gauntlet's own share (fixed − that). Writes a JSON summary.
 #
 #   scripts/bench-gate-overhead.sh [-n N] [--profile P] [--manifest FILE] [--bin GAUNTLET] [--json OUT]
 #                                  [--fake FAKE_SERVER [--device nvidia:N]]
@@ -93,20 +94,26 @@ for line in open(times):
     wall = float(end) - float(start)
     load = rec["server"].get("load_seconds") or 0.0
     cases = sum(c.get("seconds") or 0.0 for c in rec["cases"])
+    # The server's own exit: from the stop request (just after the suite, or after the GPU check) to its reaped
+    # exit (`stopped`). Part of the fixed cost as defined; shown apart because it is the server's time, not ours.
+    at = {e["kind"]: e["at"] for e in rec["server"].get("events", [])}
+    asked = at.get("gpu-use-checked", at.get("suite-finished"))
+    stop = (at["stopped"] - asked) if asked is not None and "stopped" in at else 0.0
+    fixed = wall - load - cases
     rows.append({"run": int(i), "exit": int(code), "wall_seconds": wall, "load_seconds": load,
-                 "cases_seconds": cases, "fixed_seconds": wall - load - cases,
+                 "cases_seconds": cases, "fixed_seconds": fixed, "server_stop_seconds": stop,
+                 "own_seconds": fixed - stop,
                  "recorded_wall_seconds": rec["wall_seconds"], "verdict": rec["verdict"]})
-print(f"{'run':>3} {'exit':>4} {'wall s':>8} {'load s':>8} {'Σ cases s':>10} {'fixed s':>8}")
+cols = ("wall_seconds", "load_seconds", "cases_seconds", "fixed_seconds", "server_stop_seconds", "own_seconds")
+print(f"{'run':>3} {'exit':>4} {'wall s':>8} {'load s':>8} {'Σ cases s':>10} {'fixed s':>8} {'stop s':>7} {'own s':>7}")
 for r in rows:
-    print(f"{r['run']:>3} {r['exit']:>4} {r['wall_seconds']:>8.3f} {r['load_seconds']:>8.3f} "
-          f"{r['cases_seconds']:>10.3f} {r['fixed_seconds']:>8.3f}")
+    print(f"{r['run']:>3} {r['exit']:>4} " + " ".join(f"{r[k]:>{w}.3f}" for k, w in zip(cols, (8, 8, 10, 8, 7, 7))))
 summary = {}
-for key in ("wall_seconds", "load_seconds", "cases_seconds", "fixed_seconds"):
+for key in cols:
     values = [r[key] for r in rows]
     summary[key] = {"median": statistics.median(values), "max": max(values)}
 for name in ("median", "max"):
-    print(f"{name:>8} {summary['wall_seconds'][name]:>8.3f} {summary['load_seconds'][name]:>8.3f} "
-          f"{summary['cases_seconds'][name]:>10.3f} {summary['fixed_seconds'][name]:>8.3f}")
+    print(f"{name:>8} " + " ".join(f"{summary[k][name]:>{w}.3f}" for k, w in zip(cols, (8, 8, 10, 8, 7, 7))))
 json.dump({"profile": profile, "binary": binary, "runs": rows, "summary": summary}, open(out, "w"), indent=2)
 print(f"summary: {out}")
 PY

@@ -1,6 +1,6 @@
 # gauntlet's launcher for llama.cpp's server as embedded by the xllamacpp wheel.
 # It takes the llama-server flags gauntlet's profiles use, serves HTTP until SIGTERM or SIGINT, and exits non-zero
-# when the model cannot be loaded. scripts/setup.sh installs it with the project venv's python as interpreter.
+# when the model cannot be loaded. scripts/setup.sh installs it with the python of its venv under GAUNTLET_HOME as interpreter.
 import argparse
 import signal
 import sys

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The logic behind examples/github/gauntlet-gate.yml, kept out of the YAML so that it stays thin and so that every
-# step can be replayed on a workstation (crates/gauntlet/tests/real_server.rs does, against the embedded default).
+# step can be replayed on a workstation (crates/gauntlet/tests/it/real_server.rs does, against the embedded default).
 #
 #   gauntlet-ci.sh plan    -> `matrix=…` and `count=N` for $GITHUB_OUTPUT: which profiles this event concerns
 #   gauntlet-ci.sh gate    -> one profile's gate ($PROFILE); promotes and publishes the baseline when trusted
