@@ -95,6 +95,10 @@ pub enum SessionError {
     Spawn(#[from] SpawnError),
     #[error("api key variable `{0}` is not set")]
     ApiKey(String),
+    /// The key would reach an HTTP header: a control character (CR, LF, NUL …) there could inject a header. The
+    /// value itself is never shown.
+    #[error("api key variable `{0}` holds a control character, which no HTTP header may carry")]
+    ApiKeyInvalid(String),
     #[error("cannot create output directory `{path}`: {source}")]
     Out { path: PathBuf, source: std::io::Error },
     /// Someone else still holds the GPU after the wait: the run is skipped, not failed.
@@ -214,7 +218,13 @@ impl Session {
             .map_err(|source| SessionError::Out { path: opts.out_dir.into(), source })?;
         let api_key = match &profile.target {
             Target::Attach(a) => match &a.api_key_env {
-                Some(var) => Some(std::env::var(var).map_err(|_| SessionError::ApiKey(var.clone()))?),
+                Some(var) => {
+                    let key = std::env::var(var).map_err(|_| SessionError::ApiKey(var.clone()))?;
+                    if key.chars().any(char::is_control) {
+                        return Err(SessionError::ApiKeyInvalid(var.clone()));
+                    }
+                    Some(key)
+                }
                 None => None,
             },
             Target::Spawn(_) => None,

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gauntlet_engine::run::run_bench;
 
-use super::{bench_baseline, default_out_dir, gate_failure, identity_of, load_manifest, select_profile};
+use super::{bench_baseline, default_out_dir, gate_failure, identity_of, load_manifest, select_profile, skip_or_fail};
 use crate::Outcome;
 use crate::cli::BenchArgs;
 use crate::exit::{Exit, Failure};
@@ -34,7 +34,7 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let mut measure = |dir: &Path| {
         let base = baseline.as_ref().map(|(b, p)| (b, p.clone()));
-        run_bench(&profile, &identity, &workload, base, dir, &mut view).map_err(gate_failure)
+        run_bench(&profile, &identity, &workload, base, dir, &mut view).map_err(|e| skip_or_fail(dir, &profile.name, e))
     };
     let mut record = measure(&out_dir)?;
     let mut out = std::io::stdout().lock();

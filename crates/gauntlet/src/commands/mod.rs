@@ -103,7 +103,7 @@ pub(crate) fn gate_failure(e: GateError) -> Failure {
         GateError::BuildStart(why) => Failure::bad_input(why),
         GateError::GpuUnknown(why) => Failure::fail_closed(why),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
-        GateError::Spawn(_) | GateError::ApiKey(_) => Failure::bad_input(e.to_string()),
+        GateError::Spawn(_) | GateError::ApiKey(_) | GateError::ApiKeyInvalid(_) => Failure::bad_input(e.to_string()),
     }
 }
 
@@ -153,4 +153,33 @@ pub(crate) fn bench_baseline(
 pub(crate) fn identity_of(profile: &Profile) -> Result<gauntlet_engine::identity::Identity, Failure> {
     gauntlet_engine::session::compute_identity(profile, &gauntlet_engine::home_dir())
         .map_err(|e| Failure::bad_input(e.to_string()))
+}
+
+/// A session that could not run: a busy GPU or a build past its cap leaves `skipped.json` in the output folder (so a
+/// merged report shows it as skipped, not missing) in every command; then the error's exit kind.
+pub(crate) fn skip_or_fail(out_dir: &Path, profile: &str, e: GateError) -> Failure {
+    match &e {
+        GateError::GpuBusy(why) => write_skip(out_dir, profile, gauntlet_schema::SkipKind::GpuBusy, why),
+        GateError::BuildTimeout(why) => write_skip(out_dir, profile, gauntlet_schema::SkipKind::BuildTimeout, why),
+        _ => {}
+    }
+    gate_failure(e)
+}
+
+/// A skipped run leaves `skipped.json` in its output folder, so a merged report shows it as skipped, not missing.
+fn write_skip(out_dir: &Path, profile: &str, kind: gauntlet_schema::SkipKind, reason: &str) {
+    let skip = gauntlet_schema::SkipRecord {
+        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        profile: profile.into(),
+        kind,
+        reason: reason.into(),
+        at: gauntlet_engine::util::now_rfc3339(),
+    };
+    let written = std::fs::create_dir_all(out_dir).and_then(|_| {
+        let text = serde_json::to_vec_pretty(&skip).map_err(std::io::Error::other)?;
+        gauntlet_engine::util::write_atomic(&out_dir.join("skipped.json"), &text)
+    });
+    if let Err(e) = written {
+        eprintln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
+    }
 }

@@ -6,7 +6,7 @@ use gauntlet_engine::qualify::{QualifyOptions, REPORT_FILE, parse_stages, run_qu
 use gauntlet_engine::store::{Store, default_store_dir};
 
 use super::{
-    baseline, bench_baseline, default_out_dir, gate_failure, identity_of, load_manifest, select_profile, store_failure,
+    baseline, bench_baseline, default_out_dir, identity_of, load_manifest, select_profile, skip_or_fail, store_failure,
 };
 use crate::Outcome;
 use crate::cli::QualifyArgs;
@@ -46,7 +46,7 @@ pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
     }
     let mut view = terminal::View::new(std::io::stderr().is_terminal());
     let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };
-    let report = run_qualify(&profile, &opts, &mut view).map_err(gate_failure)?;
+    let report = run_qualify(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
     let mut out = std::io::stdout().lock();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
     use gauntlet_engine::qualify::QualificationVerdict;

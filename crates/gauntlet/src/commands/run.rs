@@ -4,14 +4,14 @@
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 
-use gauntlet_engine::run::{GateError, GateOptions, run_gate, write_baseline, write_outputs};
+use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
 use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
-use gauntlet_schema::{RunRecord, SkipKind, Verdict, parse_run_record};
+use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 
 use super::{
-    append_step_summary, baseline, default_out_dir, gate_failure, identity_of, load_manifest, publish_to_github,
-    select_profile, store_failure, unwritable,
+    append_step_summary, baseline, default_out_dir, identity_of, load_manifest, publish_to_github, select_profile,
+    skip_or_fail, store_failure, unwritable,
 };
 use crate::Outcome;
 use crate::cli::RunArgs;
@@ -27,12 +27,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     let home = gauntlet_engine::home_dir();
     let out_dir = args.out.clone().unwrap_or_else(|| default_out_dir(&profile.name));
     // The build comes first: the binary it makes is part of the identity and of the skip-cache key.
-    let built = gauntlet_engine::session::build_only(&profile, &out_dir).map_err(|e| {
-        if let GateError::BuildTimeout(why) = &e {
-            write_skip(&out_dir, &profile.name, SkipKind::BuildTimeout, why);
-        }
-        gate_failure(e)
-    })?;
+    let built = gauntlet_engine::session::build_only(&profile, &out_dir)
+        .map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
     let identity = identity_of(&profile)?;
     let store_dir = default_store_dir(args.store.as_deref(), manifest.store.as_deref());
     let store = Store::open(&store_dir).map_err(store_failure)?;
@@ -97,14 +93,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
         built,
     };
-    let record = run_gate(&profile, &opts, &mut view).map_err(|e| {
-        match &e {
-            GateError::GpuBusy(why) => write_skip(&out_dir, &profile.name, SkipKind::GpuBusy, why),
-            GateError::BuildTimeout(why) => write_skip(&out_dir, &profile.name, SkipKind::BuildTimeout, why),
-            _ => {}
-        }
-        gate_failure(e)
-    })?;
+    let record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
     write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
         .map_err(|e| Failure::infrastructure(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);
@@ -150,24 +139,6 @@ fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
         at: gauntlet_engine::util::now_rfc3339(),
     };
     gauntlet_engine::util::write_atomic(&out.join("reused.json"), serde_json::to_string_pretty(&reused)?.as_bytes())
-}
-
-/// A skipped run leaves `skipped.json` in its output folder, so a merged report shows it as skipped, not missing.
-fn write_skip(out_dir: &Path, profile: &str, kind: SkipKind, reason: &str) {
-    let skip = gauntlet_schema::SkipRecord {
-        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
-        profile: profile.into(),
-        kind,
-        reason: reason.into(),
-        at: gauntlet_engine::util::now_rfc3339(),
-    };
-    let written = std::fs::create_dir_all(out_dir).and_then(|_| {
-        let text = serde_json::to_vec_pretty(&skip).map_err(std::io::Error::other)?;
-        gauntlet_engine::util::write_atomic(&out_dir.join("skipped.json"), &text)
-    });
-    if let Err(e) = written {
-        eprintln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
-    }
 }
 
 fn read_baseline(path: &Path) -> Result<RunRecord, Failure> {

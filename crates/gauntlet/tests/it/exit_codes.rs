@@ -280,3 +280,19 @@ fn promotions_exit_by_what_went_wrong_never_101() {
     assert_eq!(promoted.code, Some(0), "{}", promoted.explain());
     assert!(promoted.stdout.contains("commit aaé€€€€"), "{}", promoted.explain());
 }
+
+/// An API key that would carry a control character into the Authorization header (CR/LF: header injection) is
+/// refused before any request, exit 2, in run and bench alike; the message names the variable, never the value.
+#[test]
+fn an_api_key_with_a_control_character_is_refused_without_showing_it() {
+    let (dir, manifest) = attach_manifest("api_key_env = \"GAUNTLET_TEST_KEY\"");
+    let env = [("GAUNTLET_TEST_KEY", "sekrit\r\nX-Injected: 1")];
+    for command in ["run", "bench"] {
+        let out = dir.path().join(format!("out-{command}"));
+        let args = [command, "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let ran = gauntlet(dir.path(), &args, &env, LIMIT);
+        assert_eq!(ran.code, Some(2), "{command}: {}", ran.explain());
+        assert!(ran.stderr.contains("`GAUNTLET_TEST_KEY` holds a control character"), "{command}: {}", ran.explain());
+        assert!(!ran.stderr.contains("sekrit") && !ran.stdout.contains("sekrit"), "{command}: {}", ran.explain());
+    }
+}

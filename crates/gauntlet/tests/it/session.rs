@@ -154,7 +154,7 @@ fn run(manifest: &Path, out: &Path) -> crate::common::Run {
 }
 
 /// A build past its cap is stopped within seconds, leaves no process, and the run is infrastructure (exit 3)
-/// naming the build and its cap, with `skipped.json` like a busy GPU.
+/// naming the build and its cap, with `skipped.json` like a busy GPU; `bench` likewise.
 #[test]
 fn build_past_its_cap_is_stopped_and_the_run_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,6 +174,15 @@ fn build_past_its_cap_is_stopped_and_the_run_is_skipped() {
         serde_json::from_str(&std::fs::read_to_string(out.join("skipped.json")).unwrap()).unwrap();
     assert_eq!(skip["kind"], "build-timeout", "{skip}");
     assert!(dir.path().join("build").is_dir(), "the build directory is created");
+    // `bench` opens the same session: the same cap, exit and `skipped.json`.
+    let bench_out = dir.path().join("bench-out");
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--out", bench_out.to_str().unwrap()];
+    let b = finish(gauntlet(&args, &[], Duration::from_secs(90)), &bench_out);
+    assert_eq!(b.code, 3, "{}", b.explain());
+    assert!(processes_tagged(&marker).is_empty(), "the bench's build sleep outlived it");
+    let skip: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bench_out.join("skipped.json")).unwrap()).unwrap();
+    assert_eq!(skip["kind"], "build-timeout", "{skip}");
 }
 
 /// A build that exits non-zero fails the run (exit 1) with a `build-failed` finding naming the command and the
