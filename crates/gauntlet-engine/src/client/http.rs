@@ -31,6 +31,8 @@ impl Client {
         let http = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10))
+            // Only the configured base URL is ever called: a redirect is the server's answer, never followed.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("a plain HTTP client always builds");
         Client {
@@ -186,8 +188,14 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
+        let location = resp.headers().get(reqwest::header::LOCATION).map(|v| String::from_utf8_lossy(v.as_bytes()));
+        let redirect =
+            location.map(|l| format!("redirect to `{}` not followed", l.chars().take(200).collect::<String>()));
         got_bytes.store(true, Ordering::Relaxed);
         let mut chunks = resp.bytes_stream();
+        if let (Some(body), true) = (redirect, (300..400).contains(&status)) {
+            return Err(ClientError::Status { url: url.to_owned(), status, body });
+        }
         if status != 200 {
             // Keep a short, lossy preview of the error body: enough to read, bounded whatever the server sends.
             let mut preview = Vec::new();
@@ -316,5 +324,39 @@ fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> C
             src = s.source();
         }
         ClientError::Transport(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::time::Instant;
+
+    use super::*;
+
+    /// A server that answers with a redirect to another address of ours: the client reports it and never calls
+    /// the other address (only the configured base URL is ever called).
+    #[test]
+    fn redirects_are_reported_not_followed() {
+        let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+        elsewhere.set_nonblocking(true).unwrap();
+        let target = format!("http://{}/v1/chat/completions", elsewhere.local_addr().unwrap());
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", server.local_addr().unwrap());
+        let answer = std::thread::spawn(move || {
+            let (mut conn, _) = server.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let head = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
+            conn.write_all(head.as_bytes()).unwrap();
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let client = Client::new(&base, None);
+        let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let err = rt.block_on(client.chat(&body, Instant::now() + Duration::from_secs(10))).unwrap_err().to_string();
+        answer.join().unwrap();
+        assert!(err.contains("HTTP 307") && err.contains("not followed"), "{err}");
+        assert!(elsewhere.accept().is_err(), "the redirect's target was called");
     }
 }

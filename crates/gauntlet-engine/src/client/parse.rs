@@ -66,6 +66,9 @@ fn opt_str(obj: &Value, key: &str, path: &str) -> Result<String, ClientError> {
     }
 }
 
+/// The most tokens a usage count may claim (10^8, far beyond any context window); more is a malformed answer.
+const MAX_PLAUSIBLE_TOKENS: u64 = 100_000_000;
+
 fn usage(v: &Value) -> Result<Option<Usage>, ClientError> {
     let Some(u) = v.get("usage").filter(|u| !u.is_null()) else {
         return Ok(None);
@@ -73,10 +76,14 @@ fn usage(v: &Value) -> Result<Option<Usage>, ClientError> {
     let count = |k: &str| -> Result<Option<u64>, ClientError> {
         match u.get(k) {
             None | Some(Value::Null) => Ok(None),
-            Some(n) => n
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| ClientError::Malformed(format!("usage.{k} is not a non-negative integer: {n}"))),
+            Some(n) => match n.as_u64() {
+                None => Err(ClientError::Malformed(format!("usage.{k} is not a non-negative integer: {n}"))),
+                // No context window holds this many tokens: a count above it would make a fake speed.
+                Some(c) if c > MAX_PLAUSIBLE_TOKENS => {
+                    Err(ClientError::Malformed(format!("usage.{k} is implausible: {c} tokens")))
+                }
+                Some(c) => Ok(Some(c)),
+            },
         }
     };
     Ok(Some(Usage { prompt_tokens: count("prompt_tokens")?, completion_tokens: count("completion_tokens")? }))
@@ -254,6 +261,10 @@ mod tests {
             (
                 json!({"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": -1}}),
                 "usage.completion_tokens",
+            ),
+            (
+                json!({"choices": [{"message": {"content": "x"}}], "usage": {"completion_tokens": u64::MAX}}),
+                "usage.completion_tokens is implausible",
             ),
             (json!({"choices": [{"message": {"tool_calls": [{"function": {"arguments": 1}}]}}]}), "name missing"),
             (json!({"error": {"message": "boom"}}), "error object"),
