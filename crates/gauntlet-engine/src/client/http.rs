@@ -344,8 +344,19 @@ mod tests {
         let target = format!("http://{}/v1/chat/completions", elsewhere.local_addr().unwrap());
         let server = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", server.local_addr().unwrap());
+        server.set_nonblocking(true).unwrap();
         let answer = std::thread::spawn(move || {
-            let (mut conn, _) = server.accept().unwrap();
+            // Bounded: a client that never connects fails the test instead of hanging it.
+            let until = Instant::now() + Duration::from_secs(10);
+            let mut conn = loop {
+                match server.accept() {
+                    Ok((conn, _)) => break conn,
+                    Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) => panic!("the client never connected: {e}"),
+                }
+            };
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
             let mut buf = [0u8; 4096];
             let _ = conn.read(&mut buf);
             let head = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n");
