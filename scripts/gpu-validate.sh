@@ -13,10 +13,14 @@
 #   overhead .gpu-b/model.part-b (+ .gpu-b/gauntlet, optional): joins the model, waits for the build, measures
 #          gauntlet's fixed cost per gate on the GPU (scripts/bench-gate-overhead.sh) and benches an attached
 #          CUDA server bound to the same GPU (it must not be counted as another holder).
+#   tokens .gpu-b/model.part-b (+ .gpu-b/gauntlet, optional): joins the model, waits for the build, runs the gate
+#          with token records on one slot and on four (`-np 4`), prints where `multiply-again` first leaves
+#          `multiply` token by token (both tokens, their logprobs and the gap), then qualify's R3 determinism
+#          matrix with four slots; run.json, determinism.json and the divergence table land in $OUT.
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run|overhead}
+stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -84,6 +88,22 @@ request_timeout = "60s"
 concurrency = [1, 4]
 max_tokens = 32
 samples = 3
+
+# Four slots: what the CUDA server does to identical requests batched together (R3's concurrent row).
+[profiles.h200-np4]
+model = "smollm2-135m"
+server = "llama-server-cuda"
+port = 18493
+server_arguments = ["-c", "8192", "-np", "4", "--no-webui", "-ngl", "99"]
+device = "nvidia:0"
+busy_wait = "30s"
+load_timeout = "120s"
+request_timeout = "60s"
+suite_budget = "300s"
+stop_grace = "10s"
+verdict = { min_pass_rate = 0.4 }
+expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+qualify = { max_concurrency = 4 }
 
 # The same server with the GPU hidden from it: it computes on the CPU, and the run must say so.
 [profiles.h200-hidden]
@@ -199,6 +219,51 @@ overhead)
   echo "attached bench exit code: $? (0 = benched; 3 would be a busy-GPU skip)"
   kill "$server"; wait "$server" 2>/dev/null
   cp "$GV/attached-bench/bench.md" "$OUT/attached-bench.md" 2>/dev/null
+  ;;
+tokens)
+  cp .gpu-b/gauntlet "$GV/gauntlet" 2>/dev/null && chmod +x "$GV/gauntlet"
+  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
+  say "waiting for the CUDA build (at most 480 s)"
+  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
+  tail -3 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
+  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  write_manifest
+  "$GV/gauntlet" --version
+  for p in h200 h200-np4; do
+    say "gate with token records, profile $p"
+    "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p "$p" --out "$GV/tok-$p"
+    echo "gate $p exit code: $?"
+    cp "$GV/tok-$p/run.json" "$OUT/tokens-$p.json"; cp "$GV/tok-$p/report.md" "$OUT/tokens-$p.md"
+  done
+  say "multiply vs multiply-again, token by token"
+  python3 - "$OUT" <<'EOF' | tee "$OUT/multiply-divergence.txt"
+import json, sys
+out = sys.argv[1]
+for p in ["h200", "h200-np4"]:
+    run = json.load(open(f"{out}/tokens-{p}.json"))
+    cases = {c["id"]: c for c in run["cases"]}
+    def toks(c):
+        a = c.get("answer") or {}
+        t = a.get("tokens") or {}
+        return t.get("tokens") or t.get("items") or (t if isinstance(t, list) else [])
+    a, b = toks(cases["multiply"]), toks(cases["multiply-again"])
+    print(f"{p}: multiply {len(a)} tokens, multiply-again {len(b)} tokens")
+    for i, (x, y) in enumerate(zip(a, b)):
+        if (x.get("id"), x.get("text")) != (y.get("id"), y.get("text")):
+            print(f"  first divergent token {i}: {x.get('text')!r} (id {x.get('id')}, logprob {x.get('logprob')})"
+                  f" vs {y.get('text')!r} (id {y.get('id')}, logprob {y.get('logprob')})")
+            print("  multiply's alternatives there:", json.dumps(x.get("top") or x.get("top_logprobs") or x.get("alternatives"))[:600])
+            print("  multiply-again's alternatives there:", json.dumps(y.get("top") or y.get("top_logprobs") or y.get("alternatives"))[:600])
+            break
+    else:
+        print("  identical over the shorter answer")
+EOF
+  say "qualify R3 (determinism matrix), four slots"
+  "$GV/gauntlet" qualify --manifest "$GV/gpu.toml" -p h200-np4 --stages R3 --out "$GV/r3"
+  echo "qualify R3 exit code: $?"
+  cp "$GV/r3/determinism.json" "$OUT/determinism.json" 2>/dev/null || find "$GV/r3" -name determinism.json -exec cp {} "$OUT/" \;
+  find "$GV/r3" -maxdepth 2 -name '*.md' -exec cp {} "$OUT/" \;
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
