@@ -3,8 +3,8 @@
 //! This file owns both streams: every line gauntlet prints goes through [`clean`] (the `outln!`/`errln!` macros,
 //! [`stdout`], [`stderr`]); a test keeps `println!` and friends out of the rest of the binary. Much of what is
 //! printed quotes a server or a file someone else wrote, so each line is redacted (secrets), stripped of terminal
-//! control characters, and kept from being read as a GitHub workflow command (`::add-mask::`, `::error::`,
-//! `##[…]`). The only lines that are workflow commands on purpose go out through [`workflow_commands`].
+//! control characters (shown as `\uXXXX`), and kept from being read as a GitHub workflow command
+//! (`::add-mask::`, `::error::`, `##[…]`). The only lines that are workflow commands on purpose go out through [`workflow_commands`].
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -35,12 +35,14 @@ pub(crate) fn clean(line: &str) -> String {
         let hostile = (c.is_control() && c != '\t')
             || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
         if hostile {
-            out.push_str(&c.escape_unicode().to_string());
+            // `\uXXXX` (all of these are in the BMP): readable here, and still valid inside a JSON string.
+            out.push_str(&format!("\\u{:04x}", c as u32));
         } else {
             out.push(c);
         }
     }
-    let out = out.replace("##[", "##\\[");
+    // A zero-width space between the two `#`: the text reads the same, and stays valid inside a JSON string.
+    let out = out.replace("##[", "#\u{200b}#[");
     if out.trim_start().starts_with("::") { format!("\\{out}") } else { out }
 }
 
@@ -329,8 +331,12 @@ mod tests {
     fn server_text_cannot_inject_workflow_commands_or_terminal_controls() {
         assert_eq!(clean("::add-mask::x"), "\\::add-mask::x");
         assert_eq!(clean(" \u{a0}::stop-commands::tok"), "\\ \u{a0}::stop-commands::tok");
-        assert_eq!(clean("gauntlet: ok ##[error]boom"), "gauntlet: ok ##\\[error]boom");
-        assert_eq!(clean("a\rb\x1b[31mc\u{202e}d"), "a\\u{d}b\\u{1b}[31mc\\u{202e}d");
+        assert_eq!(clean("gauntlet: ok ##[error]boom"), "gauntlet: ok #\u{200b}#[error]boom");
+        assert_eq!(clean("a\rb\x1b[31mc\u{202e}d"), "a\\u000db\\u001b[31mc\\u202ed");
+        // Inside JSON on stdout (`--json`), the result still parses, to the same text minus the controls.
+        let json = serde_json::to_string(&"x\u{2028}##[y]\u{85}").unwrap();
+        let back: String = serde_json::from_str(&clean(&json)).unwrap();
+        assert_eq!(back, "x\u{2028}#\u{200b}#[y]\u{85}");
         assert_eq!(clean("plain: 1::2\tend"), "plain: 1::2\tend");
         let mut out = Clean { inner: Vec::new(), pending: Vec::new() };
         write!(out, "first line\n::err").unwrap();
