@@ -67,9 +67,13 @@ fn size(bytes: u64) -> String {
 
 /// Opens `path` for reading if it is a regular file that is not a symlink; its size with it.
 pub fn open_regular(path: &Path) -> Result<(File, u64), ReadError> {
+    open(path, libc::O_NOFOLLOW)
+}
+
+fn open(path: &Path, follow: i32) -> Result<(File, u64), ReadError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .custom_flags(follow | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => ReadError::Symlink,
@@ -117,6 +121,22 @@ pub fn read_text(path: &Path, cap: u64) -> Result<String, ReadError> {
     String::from_utf8(read_bytes(path, cap)?).map_err(|e| ReadError::NotUtf8 { at: e.utf8_error().valid_up_to() })
 }
 
+/// The UTF-8 text of a file the user named (on the command line: a record to compare, report or promote, a
+/// baseline): a symlink is followed, since the user chose the path, but what it leads to must still be a regular
+/// file of at most `cap` bytes; a FIFO or a device is refused, never read or waited on.
+pub fn read_named_text(path: &Path, cap: u64) -> Result<String, ReadError> {
+    let (file, len) = open(path, 0)?;
+    if len > cap {
+        return Err(ReadError::TooLarge { cap });
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(ReadError::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(ReadError::TooLarge { cap });
+    }
+    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 { at: e.utf8_error().valid_up_to() })
+}
+
 /// The sha256 (lowercase hex) and size of a regular file of at most `cap` bytes, streamed.
 pub fn sha256(path: &Path, cap: u64) -> Result<(String, u64), ReadError> {
     let (file, len) = open_regular(path)?;
@@ -161,6 +181,9 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let started = std::time::Instant::now();
         assert!(matches!(read_bytes(&fifo, 100), Err(ReadError::NotRegular("FIFO"))));
+        assert!(matches!(read_named_text(&fifo, 100), Err(ReadError::NotRegular("FIFO"))));
+        assert!(matches!(read_named_text(&zero, 100), Err(ReadError::NotRegular("device"))));
+        assert_eq!(read_named_text(&link, 5).unwrap(), "hello", "a path the user named may be a symlink");
         assert!(started.elapsed() < std::time::Duration::from_secs(2), "a FIFO must not block the reader");
         assert!(matches!(read_bytes(dir.path(), 100), Err(ReadError::NotRegular("directory"))));
         assert!(read_bytes(&dir.path().join("absent"), 100).unwrap_err().is_not_found());

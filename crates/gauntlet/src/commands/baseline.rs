@@ -98,8 +98,9 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
                 return promote_bundle(&run, provenance, &note, store.as_deref());
             }
             let path: PathBuf = if run.is_dir() { run.join("run.json") } else { run };
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
+            let text =
+                gauntlet_engine::util::bounded::read_named_text(&path, gauntlet_engine::util::bounded::RECORD_CAP)
+                    .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
             let record =
                 parse_run_record(&text).map_err(|e| Failure::bad_input(format!("`{}`: {e}", path.display())))?;
             if record.verdict == Verdict::Fail {

@@ -19,7 +19,7 @@ pub(crate) fn report(args: ReportArgs) -> Outcome {
         .map(str::to_owned)
         .collect();
     if let Some(path) = &args.matrix {
-        let text = std::fs::read_to_string(path)
+        let text = gauntlet_engine::util::bounded::read_named_text(path, gauntlet_engine::util::bounded::RECORD_CAP)
             .map_err(|e| Failure::bad_input(format!("--matrix `{}`: {e}", path.display())))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Failure::bad_input(format!("--matrix `{}`: not JSON: {e}", path.display())))?;

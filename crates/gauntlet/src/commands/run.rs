@@ -145,7 +145,7 @@ fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
 }
 
 fn read_baseline(path: &Path) -> Result<RunRecord, Failure> {
-    let text = std::fs::read_to_string(path)
+    let text = gauntlet_engine::util::bounded::read_named_text(path, gauntlet_engine::util::bounded::RECORD_CAP)
         .map_err(|e| Failure::bad_input(format!("cannot read baseline `{}`: {e}", path.display())))?;
     parse_run_record(&text).map_err(|e| Failure::bad_input(format!("baseline `{}`: {e}", path.display())))
 }

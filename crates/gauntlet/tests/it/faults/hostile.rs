@@ -80,3 +80,28 @@ fn an_echoed_api_key_reaches_no_file_and_no_output_line() {
     assert!(run.stderr.contains("\\::add-mask::x"), "shown, defused: {}", run.explain());
     assert_no_survivors(&f.tag);
 }
+
+/// Item 4 at the command line: a record named by the user that is a FIFO or a device is refused at once (exit 2),
+/// never waited on or read without end.
+#[test]
+fn records_named_on_the_command_line_must_be_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("run.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    unsafe extern "C" {
+        fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+    }
+    // SAFETY: mkfifo on a valid NUL-terminated path.
+    assert_eq!(unsafe { mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    for (args, want) in [
+        (vec!["compare", fifo, fifo], "is a FIFO, not a regular file"),
+        (vec!["compare", "/dev/zero", "/dev/zero"], "is a device, not a regular file"),
+        (vec!["baseline", "promote", fifo, "--trusted"], "is a FIFO, not a regular file"),
+    ] {
+        let out = gauntlet(&args, &[], Duration::from_secs(15));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
