@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 /// What each top-level module may use of the engine (the schema crate and external crates are always allowed).
 /// Lowest first. `util` and `suite` use nothing above them; `manifest` only those; `report`, `compare` and
-/// `verdict` read typed records and use no engine module but `compare` (verdict applies its findings).
+/// `verdict` read typed records and use no engine module but `compare` (verdict applies its findings) and, for
+/// `report --merge`'s shards, `util`'s bounded reader.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("util", &[]),
     ("suite", &["util"]),
@@ -24,7 +25,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("plan", &["util", "manifest"]),
     ("compare", &[]),
     ("verdict", &["compare"]),
-    ("report", &[]),
+    ("report", &["util"]),
     ("session", &["util", "suite", "manifest", "identity", "store", "sentry", "server", "client", "build"]),
     (
         "run",

@@ -9,6 +9,9 @@
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
 //!                           http500 | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
 //!                           answer whose chunked framing breaks after its first event)
+//!                           | echo-auth (every answer quotes the request's Authorization header, streamed in
+//!                           5-byte pieces; a message with `beta` gets HTTP 500 whose body quotes it too, with
+//!                           workflow commands on lines of their own: a server that leaks a key and injects)
 //!   --fault-on TEXT         apply the request fault only when the last user message contains TEXT
 //!   --crash-after N         with --fault crash-after: exit after N answered chat requests (warm-up included)
 //!   --load-delay-ms N       wait before listening (a slow load)
@@ -148,15 +151,18 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
     let mut length = 0usize;
+    let mut authorization = String::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
             break;
         }
-        if let Some((k, v)) = line.split_once(':')
-            && k.eq_ignore_ascii_case("content-length")
-        {
-            length = v.trim().parse().unwrap_or(0);
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap_or(0);
+            } else if k.eq_ignore_ascii_case("authorization") {
+                authorization = v.trim().to_owned();
+            }
         }
     }
     let mut body = vec![0u8; length.min(16 << 20)];
@@ -180,12 +186,22 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
         .to_owned();
     let warmup = last_user == "Say hello.";
     let stream_mode = req["stream"].as_bool().unwrap_or(false);
-    let answer = c
+    let mut answer = c
         .answers
         .iter()
         .find(|(k, _)| last_user.contains(k.as_str()))
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| "ok".into());
+    let echo = c.fault.as_deref() == Some("echo-auth");
+    if echo {
+        if last_user.contains("beta") {
+            let body = format!(
+                "{{\"error\": \"key rejected: {authorization}\"}}\n::add-mask::x\n::stop-commands::gauntlet\n##[error]injected\n\x1b[2J"
+            );
+            return respond(&mut stream, 500, "application/json", body.as_bytes());
+        }
+        answer = format!("{answer} (you sent {authorization})");
+    }
     let targeted = !warmup && c.fault_on.as_ref().is_none_or(|t| last_user.contains(t.as_str()));
     let fault = if targeted { c.fault.as_deref() } else { None };
     let n = answered.fetch_add(1, Ordering::SeqCst) + 1;
@@ -225,7 +241,14 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
         }
         _ => {}
     }
-    let words: Vec<&str> = answer.split_inclusive(' ').collect();
+    let pieces: Vec<String>;
+    let words: Vec<&str> = if echo && stream_mode {
+        // Small pieces, so the echoed key is split across events.
+        pieces = answer.as_bytes().chunks(5).map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+        pieces.iter().map(String::as_str).collect()
+    } else {
+        answer.split_inclusive(' ').collect()
+    };
     let tokens = words.len().max(1);
     if !stream_mode {
         std::thread::sleep(Duration::from_millis(c.token_delay_ms * tokens as u64));

@@ -2,6 +2,7 @@
 //! [`Exit::code`] alone turns it into the process's status. The README's "Exit codes" table is tested against
 //! [`Exit::ALL`], so the two cannot drift. Nothing here decides an outcome; it only names and numbers it.
 
+use crate::terminal::errln;
 use gauntlet_schema::Verdict;
 
 /// How a command ended.
@@ -103,7 +104,7 @@ impl Failure {
 
     /// Said on stderr, once, by `main`.
     pub(crate) fn report(&self) {
-        eprintln!("{}: {}", self.exit.prefix(), self.message);
+        errln!("{}: {}", self.exit.prefix(), self.message);
     }
 }
 

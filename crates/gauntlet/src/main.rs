@@ -14,6 +14,8 @@ use cli::{Cli, Command};
 use exit::Exit;
 
 fn main() -> ExitCode {
+    // Tokens in gauntlet's own environment (CI tokens, keys) are redacted from everything it writes or prints.
+    gauntlet_engine::util::redact::register_environment();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),

@@ -1,10 +1,127 @@
 //! The live view on stderr (a progress bar on a TTY, plain lines otherwise) and the summary on stdout.
+//!
+//! This file owns both streams: every line gauntlet prints goes through [`clean`] (the `outln!`/`errln!` macros,
+//! [`stdout`], [`stderr`]); a test keeps `println!` and friends out of the rest of the binary. Much of what is
+//! printed quotes a server or a file someone else wrote, so each line is redacted (secrets), stripped of terminal
+//! control characters (shown as `\uXXXX`), and kept from being read as a GitHub workflow command
+//! (`::add-mask::`, `::error::`, `##[…]`). The only lines that are workflow commands on purpose go out through [`workflow_commands`].
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use gauntlet_engine::run::{Reporter, RunEvent};
 use gauntlet_schema::{CaseStatus, RunRecord, Severity};
+
+/// `println!` through [`clean`].
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::terminal::say(&mut $crate::terminal::stdout(), &format!($($arg)*)) };
+}
+
+/// `eprintln!` through [`clean`].
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::terminal::say(&mut $crate::terminal::stderr(), &format!($($arg)*)) };
+}
+
+pub(crate) use {errln, outln};
+
+/// One line of text as it may be printed: secrets redacted; control characters (escape sequences, carriage
+/// returns, line and paragraph separators, bidirectional overrides) shown escaped instead of acting on the
+/// terminal; and a line that GitHub Actions would read as a workflow command defused: it reads `::command::` at
+/// the start of a line (after any whitespace) and `##[command]` anywhere in it.
+pub(crate) fn clean(line: &str) -> String {
+    let line = gauntlet_engine::util::redact::text(line);
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        let hostile = (c.is_control() && c != '\t')
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if hostile {
+            // `\uXXXX` (all of these are in the BMP): readable here, and still valid inside a JSON string.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    // A zero-width space between the two `#`: the text reads the same, and stays valid inside a JSON string.
+    let out = out.replace("##[", "#\u{200b}#[");
+    if out.trim_start().starts_with("::") { format!("\\{out}") } else { out }
+}
+
+/// A stream whose every line goes through [`clean`]. Text is held until its line is complete (or the stream is
+/// flushed), so a command cannot be assembled from two writes.
+pub(crate) struct Clean<W: Write> {
+    inner: W,
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Clean<W> {
+    fn emit(&mut self, line: &[u8], newline: bool) -> std::io::Result<()> {
+        let text = clean(&String::from_utf8_lossy(line));
+        self.inner.write_all(text.as_bytes())?;
+        if newline {
+            self.inner.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for Clean<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        while let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=i).collect();
+            self.emit(&line[..i], true)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending);
+            self.emit(&line, false)?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for Clean<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// Standard output, cleaned line by line.
+pub(crate) fn stdout() -> Clean<std::io::StdoutLock<'static>> {
+    Clean { inner: std::io::stdout().lock(), pending: Vec::new() }
+}
+
+/// Standard error, cleaned line by line.
+pub(crate) fn stderr() -> Clean<std::io::StderrLock<'static>> {
+    Clean { inner: std::io::stderr().lock(), pending: Vec::new() }
+}
+
+/// Whether standard error is a terminal (the live view draws a bar there).
+pub(crate) fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// Writes `text` and a line break (what `outln!`/`errln!` expand to).
+pub(crate) fn say(out: &mut impl Write, text: &str) {
+    let _ = writeln!(out, "{text}");
+}
+
+/// GitHub workflow commands on stdout, as `report::github` rendered them (one per line, their data escaped as
+/// GitHub requires): redacted, but not defused, since they are commands on purpose.
+pub(crate) fn workflow_commands(text: &str) {
+    let mut out = std::io::stdout().lock();
+    for line in text.lines() {
+        let line = gauntlet_engine::util::redact::text(line);
+        // A line that is not one workflow command (no `::` start) is not passed through raw.
+        let line =
+            if line.starts_with("::") && !line.contains(['\r', '\u{1b}']) { line.into_owned() } else { clean(&line) };
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+}
 
 pub struct View {
     tty: bool,
@@ -17,18 +134,21 @@ impl View {
     }
 
     fn line(&mut self, text: &str) {
-        let mut err = std::io::stderr().lock();
         if self.bar_shown {
+            // The bar's own control sequence, on a terminal only: the one raw write to stderr.
+            let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
+            let _ = err.flush();
             self.bar_shown = false;
         }
-        let _ = writeln!(err, "{text}");
+        say(&mut stderr(), text);
     }
 
     fn bar(&mut self, done: usize, total: usize, label: &str) {
         let width = 24;
         let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
         let mut err = std::io::stderr().lock();
+        let label = clean(label);
         let _ = write!(err, "\r\x1b[2K[{}{}] {done}/{total} {label}", "#".repeat(filled), "-".repeat(width - filled));
         let _ = err.flush();
         self.bar_shown = true;
@@ -201,4 +321,62 @@ pub fn qualification(
     }
     let partial = if q.partial { " (partial)" } else { "" };
     writeln!(out, "qualification {}{partial}: {}", q.verdict.as_str().to_uppercase(), dir.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_cannot_inject_workflow_commands_or_terminal_controls() {
+        assert_eq!(clean("::add-mask::x"), "\\::add-mask::x");
+        assert_eq!(clean(" \u{a0}::stop-commands::tok"), "\\ \u{a0}::stop-commands::tok");
+        assert_eq!(clean("gauntlet: ok ##[error]boom"), "gauntlet: ok #\u{200b}#[error]boom");
+        assert_eq!(clean("a\rb\x1b[31mc\u{202e}d"), "a\\u000db\\u001b[31mc\\u202ed");
+        // Inside JSON on stdout (`--json`), the result still parses, to the same text minus the controls.
+        let json = serde_json::to_string(&"x\u{2028}##[y]\u{85}").unwrap();
+        let back: String = serde_json::from_str(&clean(&json)).unwrap();
+        assert_eq!(back, "x\u{2028}#\u{200b}#[y]\u{85}");
+        assert_eq!(clean("plain: 1::2\tend"), "plain: 1::2\tend");
+        let mut out = Clean { inner: Vec::new(), pending: Vec::new() };
+        write!(out, "first line\n::err").unwrap();
+        write!(out, "or::x\nlast").unwrap();
+        out.flush().unwrap();
+        let text = String::from_utf8(std::mem::take(&mut out.inner)).unwrap();
+        assert_eq!(text, "first line\n\\::error::x\nlast");
+    }
+
+    /// Every line the binary prints goes through this file: no `println!` and friends elsewhere.
+    #[test]
+    fn no_other_file_writes_to_the_standard_streams() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![src.clone()];
+        let mut offenders = Vec::new();
+        while let Some(p) = files.pop() {
+            if p.is_dir() {
+                files.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+                continue;
+            }
+            if p.file_name().is_some_and(|n| n == "terminal.rs") || p.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                for banned in
+                    ["println!(", "print!(", "eprintln!(", "eprint!(", "io::stdout()", "io::stderr()", "dbg!("]
+                {
+                    let hit = code.contains(banned);
+                    if hit {
+                        offenders.push(format!("{}:{}: {}", p.display(), i + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "print through crate::terminal (outln!/errln!/stdout()):\n{}",
+            offenders.join("\n")
+        );
+    }
 }

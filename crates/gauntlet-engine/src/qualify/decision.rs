@@ -22,7 +22,8 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
         return Err(problems);
     }
     let read = |name: &str| -> Result<Value, Vec<String>> {
-        let text = std::fs::read_to_string(dir.join(name)).map_err(|e| vec![format!("{name}: {e}")])?;
+        let text = crate::util::bounded::read_text(&dir.join(name), crate::util::bounded::RECORD_CAP)
+            .map_err(|e| vec![format!("{name}: {e}")])?;
         serde_json::from_str(&text).map_err(|e| vec![format!("{name}: {e}")])
     };
     let report: Qualification = serde_json::from_value(read(REPORT_FILE)?).map_err(|e| vec![e.to_string()])?;

@@ -58,11 +58,12 @@ pub fn evaluate(samples: &[Sample], limits: &Limits) -> Drift {
         late_health_seconds: None,
         failures: Vec::new(),
     };
-    if samples.len() < 3 * w {
+    // Checked: the window is a number from a bundle when `verify` recomputes this.
+    if samples.len() < w.saturating_mul(3) {
         failures.push(format!(
             "{} monitor sample(s); at least {} (three windows of {w}) are needed to compare early with late",
             samples.len(),
-            3 * w
+            w.saturating_mul(3)
         ));
     } else {
         let unhealthy = samples.iter().filter(|s| !s.health_ok).count();

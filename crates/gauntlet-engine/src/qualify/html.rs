@@ -224,7 +224,8 @@ fn latencies(level: &Level, max_tokens: u64) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn read(dir: &Path, name: &str) -> Result<String, String> {
-    std::fs::read_to_string(dir.join(name)).map_err(|e| format!("`{name}` could not be read ({e})"))
+    crate::util::bounded::read_text(&dir.join(name), crate::util::bounded::RECORD_CAP)
+        .map_err(|e| format!("`{name}` could not be read ({e})"))
 }
 
 fn none(html: &mut String, why: &str) {

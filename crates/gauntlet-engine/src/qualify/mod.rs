@@ -253,6 +253,14 @@ pub fn run_qualify(
     });
     write_atomic(&dir.join(SNAPSHOT_FILE), &serde_json::to_vec_pretty(&snapshot).expect("serializable"))
         .map_err(|source| GateError::Out { path: dir.into(), source })?;
+    // A JSONL quality set (the manifest's file, read as R2 reads it) travels with its evidence, so `verify` never
+    // reads a path outside the bundle.
+    if let crate::manifest::QualitySet::Jsonl { path } = &settings.quality.set
+        && let Ok(bytes) = std::fs::read(path)
+    {
+        write_atomic(&dir.join(verify::QUALITY_SET_FILE), &bytes)
+            .map_err(|source| GateError::Out { path: dir.into(), source })?;
+    }
     let mut bundle = Bundle {
         dir: dir.into(),
         report: Qualification {

@@ -11,13 +11,29 @@ use super::{
     Qualification, QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures,
     drift, fold, is_deterministic, quality_problems, quality_verdict, words,
 };
-use crate::manifest::QualifySettings;
+use crate::manifest::{QualifySettings, QualitySet};
 use crate::run::{BenchRecord, Level, Workload};
+use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError};
 use gauntlet_schema::IdentityRecord;
 use gauntlet_schema::bench::Call;
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
 const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, HTML_FILE];
+
+/// A JSONL quality set is copied into the bundle under this name, so `verify` rebuilds R2's problems from the
+/// bundle alone and never reads a path the bundle names.
+pub(crate) const QUALITY_SET_FILE: &str = "quality-set.jsonl";
+
+/// Caps on numbers a bundle states, checked before any arithmetic or allocation uses them (the manifest's own
+/// limits: a bundle that states more was not produced by gauntlet).
+const MAX_MONITOR_WINDOW: usize = 10_000;
+const MAX_QUALITY_COUNT: usize = 100_000;
+const MAX_RESAMPLES: usize = 1_000_000;
+
+/// Whether `name` is a plain file name of the bundle's folder: a path, `.` or `..` would be read outside it.
+fn plain_name(name: &str) -> bool {
+    !(name.is_empty() || name.contains(['/', '\\', '\0']) || name == "." || name == "..")
+}
 
 /// Every problem with the finished bundle in `dir`; empty = valid.
 pub fn verify_bundle(dir: &Path) -> Vec<String> {
@@ -25,9 +41,13 @@ pub fn verify_bundle(dir: &Path) -> Vec<String> {
 }
 
 fn read_json(dir: &Path, name: &str, problems: &mut Vec<String>) -> Option<Value> {
-    let text = match std::fs::read_to_string(dir.join(name)) {
+    if !plain_name(name) {
+        problems.push(format!("`{}` is not a file name of the bundle (refused)", name.escape_debug()));
+        return None;
+    }
+    let text = match bounded::read_text(&dir.join(name), RECORD_CAP) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        Err(ReadError::NotFound) => {
             problems.push(format!("missing evidence: {name}"));
             return None;
         }
@@ -119,7 +139,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
         let recomputed = match row.id.as_str() {
             "R0" => r0(&file, &snapshot, &report, &mut problems),
             "R1" => r1(&file, &snapshot, &mut problems),
-            "R2" => r2(&file, &settings, &mut problems),
+            "R2" => r2(dir, &file, &settings, &mut problems),
             "R3" => r3(&file, &mut problems),
             "R4" => {
                 levels(&file, "R4", &mut problems);
@@ -174,9 +194,23 @@ fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<Stag
     Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r2(file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
+fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
     let items: Vec<QualityItem> = parse(&file["items"], "r2-quality.json: items", problems)?;
-    match quality_problems(&settings.quality.set) {
+    let rebuilt = match &settings.quality.set {
+        // The count is checked before the set is generated: a bundle that claims 10^12 problems is refused, not
+        // allocated.
+        QualitySet::Arithmetic { count, .. } if *count != items.len() || *count > MAX_QUALITY_COUNT => {
+            Err(format!("the declared set has {count} problems, r2-quality.json has {}", items.len()))
+        }
+        QualitySet::Arithmetic { .. } => quality_problems(&settings.quality.set),
+        QualitySet::Jsonl { .. } => match bounded::read_text(&dir.join(QUALITY_SET_FILE), RECORD_CAP) {
+            Ok(text) => words::read_gsm8k(&text)
+                .map(|set| (set, Value::Null))
+                .map_err(|e| format!("{QUALITY_SET_FILE}: {}", e.join("; "))),
+            Err(e) => Err(format!("{QUALITY_SET_FILE} (the set's copy in the bundle): {e}")),
+        },
+    };
+    match rebuilt {
         Ok((set, _)) => {
             let same = set.len() == items.len()
                 && set.iter().zip(&items).all(|(p, i)| p.id == i.id && p.question == i.question && p.gold == i.gold);
@@ -241,7 +275,14 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
         let v = read_json(dir, BASELINE_FILE, problems)?;
         Some(parse::<BenchRecord>(&v, BASELINE_FILE, problems)?)
     };
-    let rules = parse(&file["rules"], "R5: rules", problems)?;
+    let rules: crate::bench::stats::Rules = parse(&file["rules"], "R5: rules", problems)?;
+    if rules.resamples > MAX_RESAMPLES {
+        problems.push(format!(
+            "R5: {} bootstrap resamples is beyond any gauntlet run (≤ {MAX_RESAMPLES})",
+            rules.resamples
+        ));
+        return None;
+    }
     let workload: Workload = parse(&file["workload"], "R5: workload", problems)?;
     let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules);
     if file["verdict"].as_str() != Some(verdict.as_str()) {
@@ -258,10 +299,21 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
 }
 
 fn r6(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
-    let text = match std::fs::read_to_string(dir.join(MONITOR_FILE)) {
+    if settings.monitor.window == 0 || settings.monitor.window > MAX_MONITOR_WINDOW {
+        problems.push(format!(
+            "profile.snapshot.json: monitor window {} is outside 1..={MAX_MONITOR_WINDOW}",
+            settings.monitor.window
+        ));
+        return None;
+    }
+    let text = match bounded::read_text(&dir.join(MONITOR_FILE), RECORD_CAP) {
         Ok(t) => t,
-        Err(_) => {
+        Err(ReadError::NotFound) => {
             problems.push(format!("missing evidence: {MONITOR_FILE}"));
+            return None;
+        }
+        Err(e) => {
+            problems.push(format!("{MONITOR_FILE}: {e}"));
             return None;
         }
     };
@@ -294,21 +346,27 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
             continue;
         };
         // Evidence files are plain names in the bundle's folder: anything else would be read outside it.
-        if path.is_empty() || path.contains(['/', '\\']) || path == "." || path == ".." {
-            problems.push(format!("{MANIFEST_FILE}: `{path}` is not a file name of the bundle"));
+        if !plain_name(&path) {
+            problems.push(format!("{MANIFEST_FILE}: `{}` is not a file name of the bundle", path.escape_debug()));
             continue;
         }
         names.push(path.clone());
-        match crate::util::sha256_file(&dir.join(&path)) {
-            Err(_) => problems.push(format!("missing evidence: {path}")),
-            Ok(actual) if actual != sha => {
+        match bounded::sha256(&dir.join(&path), EVIDENCE_CAP) {
+            Err(ReadError::NotFound) => problems.push(format!("missing evidence: {path}")),
+            Err(e) => problems.push(format!("{path}: {e}")),
+            Ok((actual, _)) if actual != sha => {
                 problems.push(format!("{path}: sha256 is {actual}, the manifest says {sha}"))
             }
-            Ok(_) => {
-                let size = std::fs::metadata(dir.join(&path)).map(|m| m.len()).unwrap_or(0);
-                if size != bytes {
-                    problems.push(format!("{path}: {size} bytes, the manifest says {bytes}"));
-                }
+            Ok((_, size)) if size != bytes => problems.push(format!("{path}: {size} bytes, the manifest says {bytes}")),
+            Ok(_) => {}
+        }
+    }
+    // Evidence is regular files: a symlink, FIFO or device among them is refused, never followed.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| !t.is_file() && !t.is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                problems.push(format!("`{}` is not a regular file (refused)", name.escape_debug()));
             }
         }
     }
@@ -335,8 +393,8 @@ pub(super) fn inventory(dir: &Path) -> std::io::Result<Vec<EvidenceFile>> {
         if name.starts_with('.') || NOT_HASHED.contains(&name.as_str()) || !e.file_type()?.is_file() {
             continue;
         }
-        let bytes = e.metadata()?.len();
-        out.push(EvidenceFile { sha256: crate::util::sha256_file(&e.path())?, path: name, bytes });
+        let (sha256, bytes) = bounded::sha256(&e.path(), EVIDENCE_CAP).map_err(std::io::Error::other)?;
+        out.push(EvidenceFile { sha256, path: name, bytes });
     }
     Ok(out)
 }

@@ -23,8 +23,20 @@ pub fn annotation(level: &str, title: &str, message: &str) -> String {
     format!("::{level} title={}::{}\n", property(title), data(message))
 }
 
+/// A workflow command's data: `%`, CR and LF escaped as GitHub unescapes them, so server text stays inside its
+/// one line; any other control character is shown as its code (never passed to the log as a control).
 fn data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '\r' => out.push_str("%0D"),
+            '\n' => out.push_str("%0A"),
+            c if c.is_control() => out.push_str(&format!("%{:02X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn property(s: &str) -> String {

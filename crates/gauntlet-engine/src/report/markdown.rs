@@ -1,4 +1,6 @@
-//! `report.md`: a pure function of the run record, for a person reading a PR or a CI step summary.
+//! `report.md`: a pure function of the run record, for a person reading a PR or a CI step summary. Every string
+//! of the record is data (a server's text, or a record someone else wrote): it goes through [`text`] or [`code`],
+//! so it can neither start Markdown of its own (links, images, HTML, mentions, table cells) nor leave its line.
 
 use std::fmt::Write;
 
@@ -8,12 +10,12 @@ use gauntlet_schema::diff::first_difference;
 
 pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "# gauntlet {}: {}", run.profile, run.verdict.as_str().to_uppercase());
+    let _ = writeln!(s, "# gauntlet {}: {}", text(&run.profile), run.verdict.as_str().to_uppercase());
     s.push('\n');
     s.push_str("| | |\n|---|---|\n");
     let _ = writeln!(s, "| verdict | **{}** |", run.verdict.as_str());
-    let _ = writeln!(s, "| model | {} |", cell(&model_line(run)));
-    let _ = writeln!(s, "| server | {} |", cell(&server_line(run)));
+    let _ = writeln!(s, "| model | {} |", model_line(run));
+    let _ = writeln!(s, "| server | {} |", server_line(run));
     let load = match (run.server.load_seconds, run.server.mode) {
         (Some(secs), _) => format!("{secs:.2} s"),
         (None, ServerMode::Attached) => "not measured (attached)".into(),
@@ -28,10 +30,10 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     };
     let _ = writeln!(s, "| decode | {decode} |");
     let base = match &run.baseline {
-        Some(b) => format!("`{}` (profile {}, {})", b.path, b.profile, b.started_at),
+        Some(b) => format!("{} (profile {}, {})", code(&b.path), text(&b.profile), text(&b.started_at)),
         None => "none".into(),
     };
-    let _ = writeln!(s, "| baseline | {} |", cell(&base));
+    let _ = writeln!(s, "| baseline | {base} |");
     let count = |st: CaseStatus| run.cases.iter().filter(|c| c.status == st).count();
     let _ = writeln!(
         s,
@@ -41,7 +43,7 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         count(CaseStatus::Error),
         count(CaseStatus::Skipped)
     );
-    let _ = writeln!(s, "| started | {} ({:.1} s) |", run.started_at, run.wall_seconds);
+    let _ = writeln!(s, "| started | {} ({:.1} s) |", text(&run.started_at), run.wall_seconds);
     for (title, severity) in [("Failures", Severity::Fail), ("Warnings", Severity::Warn), ("Notes", Severity::Info)] {
         let items: Vec<_> = run.findings.iter().filter(|f| f.severity == severity).collect();
         if items.is_empty() {
@@ -51,10 +53,10 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         for f in items {
             match &f.case {
                 Some(case) => {
-                    let _ = writeln!(s, "- **{}** `{case}`: {}", f.kind, inline(&f.message));
+                    let _ = writeln!(s, "- **{}** {}: {}", f.kind, code(case), text(&f.message));
                 }
                 None => {
-                    let _ = writeln!(s, "- **{}**: {}", f.kind, inline(&f.message));
+                    let _ = writeln!(s, "- **{}**: {}", f.kind, text(&f.message));
                 }
             }
         }
@@ -67,12 +69,12 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} |",
-            c.id,
+            text(&c.id),
             status_word(c),
             tokens(c),
             c.seconds.map(|v| format!("{v:.2}")).unwrap_or_else(|| "—".into()),
             versus(c, old),
-            cell(&detail(c)),
+            text(&detail(c)),
         );
     }
     if !run.server.log_tail.is_empty() {
@@ -95,18 +97,18 @@ fn model_line(run: &RunRecord) -> String {
     match (&m.file, &m.sha256) {
         (Some(file), Some(sha)) => {
             let prefix: String = sha.chars().take(12).collect();
-            format!("{} (`{file}`, sha256 {prefix}…)", m.name)
+            format!("{} ({}, sha256 {})", text(&m.name), code(file), text(&prefix) + "…")
         }
-        _ => format!("`{}` (served by the attached server)", run.identity.request_model().unwrap_or(&m.name)),
+        _ => format!("{} (served by the attached server)", code(run.identity.request_model().unwrap_or(&m.name))),
     }
 }
 
 fn server_line(run: &RunRecord) -> String {
     if run.server.mode == ServerMode::Attached {
-        return format!("attached to {}", run.server.base_url);
+        return format!("attached to {}", text(&run.server.base_url));
     }
     let name = run.identity.server().and_then(|s| s.name.as_deref()).unwrap_or("(not recorded)");
-    format!("{name} at {} (stop: {})", run.server.base_url, run.server.stop)
+    format!("{} at {} (stop: {})", text(name), text(&run.server.base_url), run.server.stop)
 }
 
 pub(crate) fn status_word(c: &CaseRecord) -> &'static str {
@@ -147,12 +149,32 @@ pub(crate) fn detail(c: &CaseRecord) -> String {
     c.checks.iter().filter(|r| !r.passed).map(|r| format!("{}: {}", r.check, r.detail)).collect::<Vec<_>>().join("; ")
 }
 
-/// Text that must stay inside one table cell.
-fn cell(s: &str) -> String {
-    inline(s).replace('|', "\\|")
+/// Untrusted text as inline Markdown, safe in a paragraph, a list item and a table cell: one line (line breaks
+/// and other control characters become spaces), no raw HTML, and every character that could open a link, an
+/// image, emphasis, a code span, a strikethrough, a mention or a new table cell escaped.
+pub(crate) fn text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '!' | '~' | '@' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
-/// Server text is untrusted: no line breaks, and no raw HTML that a Markdown renderer would interpret.
-fn inline(s: &str) -> String {
-    s.replace(['\n', '\r'], " ").replace('<', "&lt;").replace('>', "&gt;")
+/// Untrusted text as a code span: one line, without backticks of its own (which would close the span) and with
+/// `|` escaped (GitHub splits table cells on it even inside code).
+pub(crate) fn code(s: &str) -> String {
+    let inner: String = s
+        .chars()
+        .map(|c| if c.is_control() || c == '`' || c == '\u{2028}' || c == '\u{2029}' { ' ' } else { c })
+        .collect();
+    format!("`{}`", inner.replace('|', "\\|"))
 }

@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use gauntlet_schema::{CaseStatus, RunRecord, Severity, SkipRecord, Verdict, parse_run_record};
 
+use super::markdown::{code, text as md};
+use crate::util::bounded::{self, RECORD_CAP, SMALL_CAP};
+
 /// One shard as found on disk.
 #[derive(Debug, Clone)]
 pub enum Shard {
@@ -90,7 +93,8 @@ fn find(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 
 fn read(path: &Path) -> Shard {
     let source = path.to_path_buf();
-    let text = match std::fs::read_to_string(path) {
+    // Shards are artifacts of other jobs: bounded, regular files only.
+    let text = match bounded::read_text(path, RECORD_CAP) {
         Ok(t) => t,
         Err(e) => return Shard::Unreadable { source, reason: e.to_string() },
     };
@@ -100,7 +104,7 @@ fn read(path: &Path) -> Shard {
             Err(e) => Shard::Unreadable { source, reason: format!("not a skip record: {e}") },
         };
     }
-    let reused = path.parent().and_then(|d| std::fs::read_to_string(d.join("reused.json")).ok()).map(|t| {
+    let reused = path.parent().and_then(|d| bounded::read_text(&d.join("reused.json"), SMALL_CAP).ok()).map(|t| {
         match serde_json::from_str::<gauntlet_schema::store::Reused>(&t) {
             Ok(r) => r.original_started_at,
             Err(_) => "an earlier run".to_owned(),
@@ -237,7 +241,7 @@ impl Merged {
             tally.join(", ")
         );
         for p in &self.problems {
-            let _ = writeln!(s, "- **merge problem:** {p}");
+            let _ = writeln!(s, "- **merge problem:** {}", md(p));
         }
         // The most severe finding; among equals, the one of the worst row (rows are sorted worst first).
         let worst = self.rows.iter().filter_map(|r| r.worst.as_ref().map(|w| (r, w))).fold(
@@ -248,7 +252,13 @@ impl Merged {
             },
         );
         if let Some((row, (sev, text))) = worst {
-            let _ = writeln!(s, "- **worst finding** ({}, `{}`): {}", severity(*sev), row.profile, one_line(text));
+            let _ = writeln!(
+                s,
+                "- **worst finding** ({}, {}): {}",
+                severity(*sev),
+                code(&row.profile),
+                md(&one_line(text))
+            );
         }
         if !self.problems.is_empty() || worst.is_some() {
             s.push('\n');
@@ -258,22 +268,22 @@ impl Merged {
         for r in &self.rows {
             let evidence = match (artifact, &r.source) {
                 (_, None) => "—".to_owned(),
-                (Some(pattern), Some(_)) => format!("artifact `{}`", pattern.replace("{profile}", &r.profile)),
-                (None, Some(p)) => format!("`{}`", p.display()),
+                (Some(pattern), Some(_)) => format!("artifact {}", code(&pattern.replace("{profile}", &r.profile))),
+                (None, Some(p)) => code(&p.display().to_string()),
             };
             let worst = r
                 .worst
                 .as_ref()
-                .map(|(sev, t)| format!("{}: {}", severity(*sev), one_line(t)))
+                .map(|(sev, t)| format!("{}: {}", severity(*sev), md(&one_line(t))))
                 .unwrap_or_else(|| "—".into());
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} |",
-                cell(&r.profile),
+                md(&r.profile),
                 r.verdict.as_str(),
-                cell(&r.summary),
-                cell(&worst),
-                cell(&evidence)
+                md(&one_line(&r.summary)),
+                worst,
+                evidence
             );
         }
         s
@@ -346,8 +356,4 @@ fn severity(s: Severity) -> &'static str {
 fn one_line(s: &str) -> String {
     let flat = s.replace(['\n', '\r'], " ");
     if flat.chars().count() > 200 { format!("{}…", flat.chars().take(200).collect::<String>()) } else { flat }
-}
-
-fn cell(s: &str) -> String {
-    one_line(s).replace('|', "\\|")
 }

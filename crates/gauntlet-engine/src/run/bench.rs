@@ -65,7 +65,8 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
     } else {
         path
     };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = crate::util::bounded::read_named_text(path, crate::util::bounded::RECORD_CAP)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     gauntlet_schema::parse_bench_record(&text, &path.display().to_string())
 }
 

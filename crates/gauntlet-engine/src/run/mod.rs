@@ -13,4 +13,4 @@ pub use bench::{
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, new_case_record};
-pub use outputs::{write_baseline, write_outputs};
+pub use outputs::{redacted, write_baseline, write_outputs};

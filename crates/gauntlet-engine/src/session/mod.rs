@@ -223,6 +223,8 @@ impl Session {
                     if key.chars().any(char::is_control) {
                         return Err(SessionError::ApiKeyInvalid(var.clone()));
                     }
+                    // From here on the key is a secret of the process: redacted wherever text leaves it.
+                    crate::util::redact::register(&key);
                     Some(key)
                 }
                 None => None,

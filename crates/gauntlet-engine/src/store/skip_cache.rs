@@ -73,12 +73,13 @@ pub struct Hit {
 
 pub fn lookup(cache: &Path, key: &CacheKey) -> Option<Hit> {
     let dir = cache.join(key.digest());
-    let record = parse_run_record(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()?;
+    use crate::util::bounded::{RECORD_CAP, read_text};
+    let record = parse_run_record(&read_text(&dir.join("run.json"), RECORD_CAP).ok()?).ok()?;
     // Belt and braces: only a pass is ever written, and only a pass is ever reused.
     if record.verdict != Verdict::Pass {
         return None;
     }
-    let report = std::fs::read_to_string(dir.join("report.md")).ok()?;
+    let report = read_text(&dir.join("report.md"), RECORD_CAP).ok()?;
     Some(Hit { record, report, dir })
 }
 

@@ -29,6 +29,7 @@ use gauntlet_schema::{IdentityRecord, RunRecord, parse_run_record};
 use serde_json::Value;
 
 use crate::identity::canonical;
+use crate::util::bounded::{self, RECORD_CAP, ReadError, SMALL_CAP};
 use crate::util::{sha256_hex, write_atomic};
 
 const LOCK_WAIT: Duration = Duration::from_secs(30);
@@ -41,6 +42,8 @@ pub enum StoreError {
     Newer { path: PathBuf, found: u32 },
     #[error("store `{path}`: could not take the lock within {}s (another gauntlet is writing)", LOCK_WAIT.as_secs())]
     Locked { path: PathBuf },
+    #[error("store `{path}`: its lock `.lock` is not a regular file ({reason}); remove it if no gauntlet is running")]
+    BadLock { path: PathBuf, reason: String },
     #[error("store: {0}")]
     Invalid(String),
 }
@@ -70,16 +73,24 @@ impl Store {
         for dir in [root.to_path_buf(), root.join("records"), root.join("history")] {
             std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
         }
+        // The store is untrusted: its folders are its own, not symlinks that lead elsewhere.
+        for dir in [root.join("records"), root.join("history")] {
+            if !bounded::is_real_dir(&dir) {
+                return Err(io(&dir, "not a directory of the store (a symlink?); refused"));
+            }
+        }
         let store = Store { root: root.to_owned() };
         let format = root.join("format.json");
-        match std::fs::read_to_string(&format) {
+        match bounded::read_text(&format, SMALL_CAP) {
             Ok(text) => match parse_store_format(&text) {
+                Ok(0) => return Err(io(&format, "format 0 is not a store format")),
                 Ok(_) => {}
                 Err(StoreFormatError::Newer(found)) => {
                     return Err(StoreError::Newer { path: root.to_owned(), found });
                 }
                 Err(StoreFormatError::Malformed(e)) => return Err(io(&format, e)),
             },
+            Err(e) if !e.is_not_found() => return Err(io(&format, e)),
             Err(_) => {
                 let _lock = store.lock()?;
                 if !format.exists() {
@@ -102,9 +113,29 @@ impl Store {
     }
 
     /// An exclusive lock on `STORE/.lock`, released when the guard drops. Waits (bounded) for another writer.
+    /// The lock file is opened without blocking and without following a symlink, and must be a regular file: a
+    /// FIFO in its place would otherwise hang the open itself, before any deadline applies.
     fn lock(&self) -> Result<File, StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = self.root.join(".lock");
-        let f = File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| io(&path, e))?;
+        let bad = |reason: String| StoreError::BadLock { path: self.root.clone(), reason };
+        let f = File::options()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => bad("a symbolic link".into()),
+                Some(libc::ENXIO) => bad("a FIFO or device".into()),
+                _ => io(&path, e),
+            })?;
+        match f.metadata() {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(m) => return Err(bad(format!("{:?}", m.file_type()))),
+            Err(e) => return Err(io(&path, e)),
+        }
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
             // SAFETY: flock on a valid, owned file descriptor has no memory-safety preconditions.
@@ -136,7 +167,7 @@ impl Store {
     /// A record's text, after checking that its bytes still have `digest`.
     fn read_text(&self, digest: &str) -> Result<(PathBuf, String), StoreError> {
         let path = self.record_path(digest)?;
-        let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+        let bytes = bounded::read_bytes(&path, RECORD_CAP).map_err(|e| io(&path, e))?;
         let actual = sha256_hex(&bytes);
         if actual != digest {
             return Err(io(&path, format!("content digest is {actual}, not {digest}: the record was modified")));
@@ -160,9 +191,9 @@ impl Store {
     /// The history of one identity, oldest first, parsed but not verified (see [`Store::verify`]).
     pub fn history(&self, identity: &str) -> Result<Vec<HistoryEntry>, StoreError> {
         let path = self.history_path(identity)?;
-        let text = match std::fs::read_to_string(&path) {
+        let text = match bounded::read_text(&path, RECORD_CAP) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(ReadError::NotFound) => return Ok(Vec::new()),
             Err(e) => return Err(io(&path, e)),
         };
         text.lines()
@@ -275,6 +306,9 @@ impl Store {
     }
 
     fn append(&self, head: Head, bytes: &[u8], provenance: Provenance, note: &str) -> Result<HistoryEntry, StoreError> {
+        // Redacted before it is named: the name must be the digest of the bytes that are written.
+        let bytes = crate::util::redact::bytes(bytes);
+        let bytes = bytes.as_ref();
         let digest = sha256_hex(bytes);
         let _lock = self.lock()?;
         if head.kind.is_some() {
@@ -288,8 +322,14 @@ impl Store {
         let history_path = self.history_path(head.identity_digest)?;
         let history = self.history(head.identity_digest)?;
         let last = history.last();
+        let seq = match last {
+            None => 1,
+            Some(e) => e.seq.checked_add(1).ok_or_else(|| {
+                io(&history_path, format!("sequence number {} cannot be followed (edited history?)", e.seq))
+            })?,
+        };
         let mut entry = HistoryEntry {
-            seq: last.map_or(1, |e| e.seq + 1),
+            seq,
             prev: last.map(|e| e.digest.clone()),
             kind: head.kind.map(str::to_owned),
             identity_digest: head.identity_digest.to_owned(),
@@ -303,7 +343,11 @@ impl Store {
             digest: String::new(),
         };
         entry.digest = entry_digest(&entry);
-        let mut text = std::fs::read(&history_path).unwrap_or_default();
+        let mut text = match bounded::read_bytes(&history_path, RECORD_CAP) {
+            Ok(t) => t,
+            Err(ReadError::NotFound) => Vec::new(),
+            Err(e) => return Err(io(&history_path, e)),
+        };
         if !text.is_empty() && !text.ends_with(b"\n") {
             text.push(b'\n');
         }
@@ -346,7 +390,7 @@ impl Store {
                 problems.push(format!("history/{name}: not a history file name"));
                 continue;
             };
-            let text = match std::fs::read_to_string(&path) {
+            let text = match bounded::read_text(&path, RECORD_CAP) {
                 Ok(t) => t,
                 Err(e) => {
                     problems.push(format!("history/{name}: {e}"));
@@ -368,7 +412,7 @@ impl Store {
                 if entry_digest(&entry) != entry.digest {
                     problems.push(format!("{at}: entry was edited (its digest does not match its content)"));
                 }
-                if entry.seq != i as u64 + 1 {
+                if usize::try_from(entry.seq).ok() != i.checked_add(1) {
                     problems.push(format!(
                         "{at}: sequence {} where {} was expected (entry deleted or reordered)",
                         entry.seq,

@@ -1,5 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
+pub mod bounded;
+pub mod redact;
 pub mod suggest;
 
 use std::io::Write;
@@ -22,14 +24,16 @@ pub fn home_dir() -> std::path::PathBuf {
 }
 
 /// Write via a temporary file in the same directory, fsync, then rename: a reader sees the old file or the
-/// whole new one, never a part.
+/// whole new one, never a part. Every registered secret is redacted from `bytes` first ([`redact`]): this is
+/// where gauntlet's files leave the process.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = redact::bytes(bytes);
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         if let Ok(d) = std::fs::File::open(dir) {

@@ -2,6 +2,7 @@
 //! (untrusted context, failed run, unverifiable bundle, a record the store refuses) is bad input; a store that
 //! cannot be written is infrastructure; neither is an internal error.
 
+use crate::terminal::{errln, outln};
 use std::path::{Path, PathBuf};
 
 use gauntlet_engine::store::{HistoryEntry, Store, Trust, decide_trust, default_store_dir};
@@ -45,7 +46,7 @@ pub(crate) fn warn_paired(store: &Store, entry: &HistoryEntry) {
     let Ok(paired) = store.paired(entry) else { return };
     for other in paired {
         if other.provenance.commit != entry.provenance.commit {
-            eprintln!(
+            errln!(
                 "gauntlet: warning: paired baseline for identity {}… ({}) comes from commit {}, this one from {}",
                 short(&other.identity_digest),
                 other.profile,
@@ -71,11 +72,13 @@ fn promote_bundle(
     }
     let store = open(store)?;
     let entry = store.promote_decision(&decision, provenance, note).map_err(store_failure)?;
-    println!("qualified: {}", describe(&entry));
-    println!("identity {}", entry.identity_digest);
-    println!(
+    outln!("qualified: {}", describe(&entry));
+    outln!("identity {}", entry.identity_digest);
+    outln!(
         "decision {} (bundle {}, evidence manifest sha256 {})",
-        entry.record, decision.run_id, decision.evidence_manifest_sha256
+        entry.record,
+        decision.run_id,
+        decision.evidence_manifest_sha256
     );
     Ok(Exit::Pass)
 }
@@ -95,8 +98,9 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
                 return promote_bundle(&run, provenance, &note, store.as_deref());
             }
             let path: PathBuf = if run.is_dir() { run.join("run.json") } else { run };
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
+            let text =
+                gauntlet_engine::util::bounded::read_named_text(&path, gauntlet_engine::util::bounded::RECORD_CAP)
+                    .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", path.display())))?;
             let record =
                 parse_run_record(&text).map_err(|e| Failure::bad_input(format!("`{}`: {e}", path.display())))?;
             if record.verdict == Verdict::Fail {
@@ -107,8 +111,8 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
             }
             let store = open(store.as_deref())?;
             let entry = store.promote(&record, provenance, &note).map_err(store_failure)?;
-            println!("promoted: {}", describe(&entry));
-            println!("identity {}", entry.identity_digest);
+            outln!("promoted: {}", describe(&entry));
+            outln!("identity {}", entry.identity_digest);
             warn_paired(&store, &entry);
             Ok(Exit::Pass)
         }
@@ -124,12 +128,12 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
             };
             let history = store.history(&digest).map_err(store_failure)?;
             if history.is_empty() {
-                println!("no baseline yet for identity {digest}");
+                outln!("no baseline yet for identity {digest}");
                 return Ok(Exit::Pass);
             }
-            println!("identity {digest}");
+            outln!("identity {digest}");
             for e in &history {
-                println!("  {}  record {}", describe(e), e.record);
+                outln!("  {}  record {}", describe(e), e.record);
             }
             Ok(Exit::Pass)
         }
@@ -137,7 +141,7 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
             let store = open(store.as_deref())?;
             for id in store.identities().map_err(store_failure)? {
                 if let Some(last) = store.history(&id).map_err(store_failure)?.last() {
-                    println!("{id}  {}", describe(last));
+                    outln!("{id}  {}", describe(last));
                 }
             }
             Ok(Exit::Pass)
@@ -146,13 +150,13 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
             let store = open(store.as_deref())?;
             let (entries, problems) = store.verify().map_err(store_failure)?;
             if problems.is_empty() {
-                println!("store {}: {entries} entries, every chain and record intact", store.root().display());
+                outln!("store {}: {entries} entries, every chain and record intact", store.root().display());
                 Ok(Exit::Pass)
             } else {
                 for p in &problems {
-                    println!("{p}");
+                    outln!("{p}");
                 }
-                println!("store {}: {} problem(s) in {entries} entries", store.root().display(), problems.len());
+                outln!("store {}: {} problem(s) in {entries} entries", store.root().display(), problems.len());
                 Ok(Exit::Fail)
             }
         }

@@ -1,6 +1,6 @@
 //! `gauntlet bench`: latency and throughput per concurrency, compared with a baseline bench of the same identity.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 
 use gauntlet_engine::run::run_bench;
@@ -31,13 +31,13 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let identity = identity_of(&profile)?;
     let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
-    let mut view = terminal::View::new(std::io::stderr().is_terminal());
+    let mut view = terminal::View::new(terminal::stderr_is_terminal());
     let mut measure = |dir: &Path| {
         let base = baseline.as_ref().map(|(b, p)| (b, p.clone()));
         run_bench(&profile, &identity, &workload, base, dir, &mut view).map_err(|e| skip_or_fail(dir, &profile.name, e))
     };
     let mut record = measure(&out_dir)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::stdout();
     let _ = terminal::bench(&mut out, &record, &out_dir);
     if args.confirm && record.verdict == BenchVerdict::Regression {
         let _ = writeln!(out, "regression: measuring again to confirm it");

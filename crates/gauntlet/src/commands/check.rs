@@ -1,5 +1,6 @@
 //! `gauntlet check`: validate a manifest (the embedded default when none is given) and list its profiles.
 
+use crate::terminal::outln;
 use std::path::Path;
 
 use gauntlet_engine::manifest::Target;
@@ -18,11 +19,11 @@ pub(crate) fn check(path: Option<&Path>) -> Outcome {
                     Target::Spawn(s) => format!("spawns {}", s.command().join(" ")),
                     Target::Attach(a) => format!("attaches to {}", a.base_url),
                 };
-                println!("{name}: ok, suite `{}` ({} cases), {target}", p.suite.id, p.suite.cases.len());
+                outln!("{name}: ok, suite `{}` ({} cases), {target}", p.suite.id, p.suite.cases.len());
             }
             Err(e) => {
                 problems += 1;
-                println!("{name}: {e}");
+                outln!("{name}: {e}");
             }
         }
     }

@@ -12,7 +12,8 @@ use crate::exit::Failure;
 /// A run record as raw JSON: `run.json`, or a folder holding one.
 fn read_run_value(path: &Path) -> Result<Value, Failure> {
     let file = if path.is_dir() { path.join("run.json") } else { path.to_owned() };
-    let text = std::fs::read_to_string(&file).map_err(|e| Failure::bad_input(format!("`{}`: {e}", file.display())))?;
+    let text = gauntlet_engine::util::bounded::read_named_text(&file, gauntlet_engine::util::bounded::RECORD_CAP)
+        .map_err(|e| Failure::bad_input(format!("`{}`: {e}", file.display())))?;
     serde_json::from_str(&text).map_err(|e| Failure::bad_input(format!("`{}`: not JSON: {e}", file.display())))
 }
 
@@ -20,7 +21,7 @@ pub(crate) fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) ->
     let (av, bv) = (read_run_value(a)?, read_run_value(b)?);
     let cv = control.map(read_run_value).transpose()?;
     let result = gauntlet_engine::compare::lossless::lossless(&av, &bv, cv.as_ref()).map_err(Failure::bad_input)?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::stdout();
     if json {
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else {

@@ -1,5 +1,6 @@
 //! `gauntlet doctor`: what will and will not work for a profile on this machine, one line each with its fix.
 
+use crate::terminal::outln;
 use std::path::Path;
 
 use gauntlet_engine::doctor::{self, Hints, Status};
@@ -19,9 +20,9 @@ pub(crate) fn doctor(path: Option<&Path>, profile: Option<&str>, store: Option<&
     let worst = exam.worst();
     if json {
         let text = serde_json::to_string_pretty(&exam).map_err(|e| Failure::internal(e.to_string()))?;
-        println!("{text}");
+        outln!("{text}");
     } else {
-        let mut out = std::io::stdout().lock();
+        let mut out = crate::terminal::stdout();
         let _ = terminal::doctor(&mut out, &exam, &manifest.origin);
     }
     Ok(if worst == Status::Fail { Exit::Fail } else { Exit::Pass })

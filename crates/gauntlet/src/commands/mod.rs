@@ -15,6 +15,7 @@ pub(crate) mod run;
 pub(crate) mod schema;
 pub(crate) mod verify;
 
+use crate::terminal::errln;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,7 @@ pub(crate) fn load_manifest(path: Option<&Path>) -> Result<Manifest, Failure> {
     }
     .map_err(|e| Failure::bad_input(e.to_string()))?;
     for w in &manifest.warnings {
-        eprintln!("gauntlet: warning: {}: {w}", manifest.origin);
+        errln!("gauntlet: warning: {}: {w}", manifest.origin);
     }
     Ok(manifest)
 }
@@ -79,7 +80,7 @@ pub(crate) fn append_step_summary(text: &[u8]) {
             f.write_all(b"\n")
         });
         if let Err(e) = appended {
-            eprintln!("gauntlet: warning: cannot append to GITHUB_STEP_SUMMARY: {e}");
+            errln!("gauntlet: warning: cannot append to GITHUB_STEP_SUMMARY: {e}");
         }
     }
 }
@@ -87,7 +88,7 @@ pub(crate) fn append_step_summary(text: &[u8]) {
 /// Annotations on stdout when running under GitHub Actions; the Markdown report appended to the step summary.
 pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
-        print!("{}", gauntlet_engine::report::github_annotations(record));
+        crate::terminal::workflow_commands(&gauntlet_engine::report::github_annotations(record));
     }
     if let Ok(report) = std::fs::read(out_dir.join("report.md")) {
         append_step_summary(&report);
@@ -111,7 +112,9 @@ pub(crate) fn gate_failure(e: GateError) -> Failure {
 /// what it was given, or is of a newer format, is bad input.
 pub(crate) fn store_failure(e: StoreError) -> Failure {
     match e {
-        StoreError::Io { .. } | StoreError::Locked { .. } => Failure::infrastructure(e.to_string()),
+        StoreError::Io { .. } | StoreError::Locked { .. } | StoreError::BadLock { .. } => {
+            Failure::infrastructure(e.to_string())
+        }
         StoreError::Newer { .. } | StoreError::Invalid(_) => Failure::bad_input(e.to_string()),
     }
 }
@@ -180,6 +183,6 @@ fn write_skip(out_dir: &Path, profile: &str, kind: gauntlet_schema::SkipKind, re
         gauntlet_engine::util::write_atomic(&out_dir.join("skipped.json"), &text)
     });
     if let Err(e) = written {
-        eprintln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
+        errln!("gauntlet: warning: cannot write {}: {e}", out_dir.join("skipped.json").display());
     }
 }

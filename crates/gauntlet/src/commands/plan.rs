@@ -4,6 +4,7 @@ use super::load_manifest;
 use crate::Outcome;
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::exit::{Exit, Failure};
+use crate::terminal::{errln, outln};
 
 pub(crate) fn plan(args: PlanArgs) -> Outcome {
     let manifest = load_manifest(args.manifest.as_deref())?;
@@ -47,7 +48,7 @@ pub(crate) fn plan(args: PlanArgs) -> Outcome {
         };
         let selection = gauntlet_engine::plan::select(&manifest.plan, &all, &changed, args.fallback_all);
         for reason in &selection.reasons {
-            eprintln!("gauntlet plan: {reason}");
+            errln!("gauntlet plan: {reason}");
         }
         selection.profiles
     };
@@ -58,13 +59,13 @@ pub(crate) fn plan(args: PlanArgs) -> Outcome {
     match args.format {
         PlanFormat::List => {
             for p in &selected {
-                println!("{p}");
+                outln!("{p}");
             }
         }
-        PlanFormat::GithubMatrix => println!("{}", gauntlet_engine::plan::github_matrix(&entries)),
+        PlanFormat::GithubMatrix => outln!("{}", gauntlet_engine::plan::github_matrix(&entries)),
         PlanFormat::GithubOutput => {
-            println!("matrix={}", gauntlet_engine::plan::github_matrix(&entries));
-            println!("count={}", entries.len());
+            outln!("matrix={}", gauntlet_engine::plan::github_matrix(&entries));
+            outln!("count={}", entries.len());
         }
     }
     Ok(Exit::Pass)

@@ -1,6 +1,6 @@
 //! `gauntlet qualify`: release qualification, stages R0–R7 on one server, into an evidence bundle.
 
-use std::io::IsTerminal;
+use crate::terminal::errln;
 
 use gauntlet_engine::qualify::{QualifyOptions, REPORT_FILE, parse_stages, run_qualify};
 use gauntlet_engine::store::{Store, default_store_dir};
@@ -27,7 +27,7 @@ pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
                 .map_err(store_failure)?;
             match store.latest_decision(&identity.digest).map_err(store_failure)? {
                 Some((entry, decision)) => {
-                    eprintln!("gauntlet: R5 baseline: {}", baseline::describe(&entry));
+                    errln!("gauntlet: R5 baseline: {}", baseline::describe(&entry));
                     Some((decision.performance, format!("store:{} (qualification {})", entry.record, decision.run_id)))
                 }
                 None => None,
@@ -44,10 +44,10 @@ pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
             out_dir.display()
         )));
     }
-    let mut view = terminal::View::new(std::io::stderr().is_terminal());
+    let mut view = terminal::View::new(terminal::stderr_is_terminal());
     let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };
     let report = run_qualify(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::stdout();
     let _ = terminal::qualification(&mut out, &report, &out_dir);
     use gauntlet_engine::qualify::QualificationVerdict;
     Ok(match report.verdict {

@@ -1,6 +1,8 @@
 //! `gauntlet report --merge`: fold a CI matrix's run records into one verdict, summary.md, junit.xml and
 //! merged.json.
 
+use std::io::Write as _;
+
 use super::{append_step_summary, unwritable};
 use crate::Outcome;
 use crate::cli::ReportArgs;
@@ -17,7 +19,7 @@ pub(crate) fn report(args: ReportArgs) -> Outcome {
         .map(str::to_owned)
         .collect();
     if let Some(path) = &args.matrix {
-        let text = std::fs::read_to_string(path)
+        let text = gauntlet_engine::util::bounded::read_named_text(path, gauntlet_engine::util::bounded::RECORD_CAP)
             .map_err(|e| Failure::bad_input(format!("--matrix `{}`: {e}", path.display())))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Failure::bad_input(format!("--matrix `{}`: not JSON: {e}", path.display())))?;
@@ -48,10 +50,14 @@ pub(crate) fn report(args: ReportArgs) -> Outcome {
         write("junit.xml", merged.junit().as_bytes())?;
         write("merged.json", serde_json::to_string_pretty(&merged.json()).unwrap_or_default().as_bytes())?;
     }
-    print!("{markdown}");
+    let _ = crate::terminal::stdout().write_all(markdown.as_bytes());
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
         for p in &merged.problems {
-            print!("{}", gauntlet_engine::report::github_annotation("error", "gauntlet merge", p));
+            crate::terminal::workflow_commands(&gauntlet_engine::report::github_annotation(
+                "error",
+                "gauntlet merge",
+                p,
+            ));
         }
     }
     append_step_summary(markdown.as_bytes());

@@ -1,7 +1,8 @@
 //! `gauntlet run`: the gate. Start (or attach to) the profile's server, run the suite, judge it against a
 //! baseline, write the outputs, and promote when asked and trusted. The skip-cache may answer first.
 
-use std::io::{IsTerminal, Write};
+use crate::terminal::{errln, outln};
+use std::io::Write;
 use std::path::Path;
 
 use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
@@ -51,7 +52,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         }
         None => match store.latest(&identity.digest).map_err(store_failure)? {
             Some((entry, record)) => {
-                eprintln!("gauntlet: baseline: {}", baseline::describe(&entry));
+                errln!("gauntlet: baseline: {}", baseline::describe(&entry));
                 (Some((record, format!("store:{}", entry.record))), entry.record.clone())
             }
             None => {
@@ -76,8 +77,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
             hit.record.started_at,
             hit.dir.display()
         );
-        print!("{}", hit.report);
-        println!("\n{line}");
+        let _ = crate::terminal::stdout().write_all(hit.report.as_bytes());
+        outln!("\n{line}");
         // With --out, the remembered evidence is put where this run's would be, so a CI merge finds the shard.
         if let Some(out) = &args.out {
             write_reused(out, &hit).map_err(|e| unwritable(out, e))?;
@@ -86,7 +87,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         return Ok(Exit::Pass);
     }
 
-    let mut view = terminal::View::new(std::io::stderr().is_terminal());
+    let mut view = terminal::View::new(terminal::stderr_is_terminal());
     let opts = GateOptions {
         out_dir: &out_dir,
         identity: &identity,
@@ -94,15 +95,17 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         built,
     };
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
+    // Everything below writes or prints the record: only its redacted form goes on.
+    let record = gauntlet_engine::run::redacted(&record).into_owned();
     write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
         .map_err(|e| Failure::infrastructure(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::terminal::stdout();
     let _ = terminal::summary(&mut stdout, &record, &out_dir);
     if let Some(key) = &cache_key {
         let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default();
         if let Err(e) = skip_cache::remember(&cache_dir, key, &record, &report) {
-            eprintln!("gauntlet: warning: skip-cache not written: {e}");
+            errln!("gauntlet: warning: skip-cache not written: {e}");
         }
     }
     if let Some(path) = &args.write_baseline {
@@ -110,7 +113,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
             Ok(()) => {
                 let _ = writeln!(stdout, "baseline written: {}", path.display());
             }
-            Err(e) => eprintln!("gauntlet: {e}"),
+            Err(e) => errln!("gauntlet: {e}"),
         }
     }
     if let Some(provenance) = provenance {
@@ -142,7 +145,7 @@ fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
 }
 
 fn read_baseline(path: &Path) -> Result<RunRecord, Failure> {
-    let text = std::fs::read_to_string(path)
+    let text = gauntlet_engine::util::bounded::read_named_text(path, gauntlet_engine::util::bounded::RECORD_CAP)
         .map_err(|e| Failure::bad_input(format!("cannot read baseline `{}`: {e}", path.display())))?;
     parse_run_record(&text).map_err(|e| Failure::bad_input(format!("baseline `{}`: {e}", path.display())))
 }
@@ -179,7 +182,7 @@ fn explain_missing_baseline(store: &Store, profile: &str, identity: &gauntlet_en
         baseline::describe(&entry)
     );
     push_differences(&mut msg, &d);
-    eprintln!("{msg}");
+    errln!("{msg}");
 }
 
 /// One indented line per differing field; those that only warn under a heading of their own.

@@ -1,5 +1,8 @@
 //! `gauntlet schema` and `gauntlet default-manifest`: print what is compiled in.
 
+use std::io::Write as _;
+
+use crate::terminal::outln;
 use gauntlet_engine::manifest::Manifest;
 
 use crate::Outcome;
@@ -7,12 +10,12 @@ use crate::exit::Exit;
 
 /// The JSON Schema of the manifest format.
 pub(crate) fn schema() -> Outcome {
-    println!("{}", include_str!("../../../../schema/manifest.schema.json").trim_end());
+    outln!("{}", include_str!("../../../../schema/manifest.schema.json").trim_end());
     Ok(Exit::Pass)
 }
 
 /// The embedded default manifest, a starting point for one's own.
 pub(crate) fn default_manifest() -> Outcome {
-    print!("{}", Manifest::embedded_default_text());
+    let _ = crate::terminal::stdout().write_all(Manifest::embedded_default_text().as_bytes());
     Ok(Exit::Pass)
 }

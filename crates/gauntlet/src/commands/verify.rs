@@ -14,7 +14,7 @@ pub(crate) fn verify(bundle: &Path, json: bool) -> Outcome {
         )));
     }
     let problems = gauntlet_engine::qualify::verify_bundle(bundle);
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::terminal::stdout();
     if json {
         let _ = writeln!(
             out,

@@ -1,0 +1,107 @@
+//! A hostile server: it echoes the API key it was sent and answers with text meant for the terminal and for
+//! GitHub's runner (workflow commands, escape sequences). The key must reach no file and no output line, and no
+//! server text may become a workflow command.
+
+use super::*;
+
+/// Every file under `dir`, recursively, with its bytes.
+fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if e.file_type().unwrap().is_dir() {
+                todo.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+/// The lines GitHub's runner would take as workflow commands: `::` at the start (after whitespace), or `##[`.
+fn workflow_commands(text: &str) -> Vec<&str> {
+    text.split(['\n', '\r']).filter(|l| l.trim_start().starts_with("::") || l.contains("##[")).collect()
+}
+
+#[test]
+fn an_echoed_api_key_reaches_no_file_and_no_output_line() {
+    const KEY: &str = "sk-gauntlet-LEAK-4f9a2c71e0";
+    let f = Fixture::new("echo-key");
+    f.write();
+    let port = free_port();
+    let mut server = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+        .args(["--port", &port.to_string(), "--fault", "echo-auth", "--tag", &f.tag, "--lifetime-s", "60"])
+        .args(["--answers", f.path().join("answers.json").to_str().unwrap()])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let manifest = f.path().join("attach.toml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "version = 1\n[profiles.remote]\nbase_url = \"http://127.0.0.1:{port}\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\nrequest_timeout = \"3s\"\napi_key_env = \"ECHO_KEY\"\n"
+        ),
+    )
+    .unwrap();
+    let out = f.path().join("out");
+    let summary = f.path().join("step-summary.md");
+    let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let env = [("ECHO_KEY", KEY), ("GITHUB_ACTIONS", "true"), ("GITHUB_STEP_SUMMARY", summary.to_str().unwrap())];
+    let run = finish(gauntlet(&args, &env, Duration::from_secs(60)), &out);
+    let _ = server.kill();
+    let _ = server.wait();
+    // The server did echo it: the answers quote a redacted key, and the failing case carries the 500 body.
+    assert_eq!(run.case("beta")["status"], "error", "{}", run.explain());
+    let alpha = run.case("alpha")["answer"]["content"].as_str().unwrap_or_default().to_owned();
+    assert!(alpha.contains("(you sent Bearer [redacted])"), "{alpha}\n{}", run.explain());
+    let gamma = &run.case("gamma")["answer"];
+    assert!(gamma["timeline"].as_array().is_some_and(|t| t.len() > 10), "streamed in small pieces: {gamma}");
+    for (path, bytes) in files_under(&out).into_iter().chain([(summary.clone(), std::fs::read(&summary).unwrap())]) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(KEY), "the key is written into {}:\n{text}", path.display());
+        // A key split across stream events is not written piecewise either.
+        assert!(!text.contains("4f9a2c71e0") && !text.contains("LEAK-"), "part of the key in {}", path.display());
+    }
+    for (name, stream) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+        assert!(!stream.contains(KEY) && !stream.contains("LEAK-"), "the key is printed on {name}:\n{stream}");
+        assert!(!stream.contains('\u{1b}'), "a server's escape sequence reached {name}:\n{stream}");
+        for line in workflow_commands(stream) {
+            assert!(
+                line.starts_with("::error title=gauntlet remote ")
+                    || line.starts_with("::warning title=gauntlet remote "),
+                "server text became a workflow command on {name}: {line:?}\n{stream}"
+            );
+        }
+    }
+    assert!(run.stdout.contains("::error title=gauntlet remote request-error%3A beta::"), "{}", run.explain());
+    assert!(run.stderr.contains("\\::add-mask::x"), "shown, defused: {}", run.explain());
+    assert_no_survivors(&f.tag);
+}
+
+/// Item 4 at the command line: a record named by the user that is a FIFO or a device is refused at once (exit 2),
+/// never waited on or read without end.
+#[test]
+fn records_named_on_the_command_line_must_be_regular_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("run.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    unsafe extern "C" {
+        fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+    }
+    // SAFETY: mkfifo on a valid NUL-terminated path.
+    assert_eq!(unsafe { mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    for (args, want) in [
+        (vec!["compare", fifo, fifo], "is a FIFO, not a regular file"),
+        (vec!["compare", "/dev/zero", "/dev/zero"], "is a device, not a regular file"),
+        (vec!["baseline", "promote", fifo, "--trusted"], "is a FIFO, not a regular file"),
+    ] {
+        let out = gauntlet(&args, &[], Duration::from_secs(15));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
