@@ -5,6 +5,7 @@
 mod attach;
 mod bench;
 mod compare;
+mod escape;
 mod github;
 mod gpu;
 mod inputs;
