@@ -3,6 +3,7 @@
 //! scratch manifest around the fake server) and the helpers more than one topic uses live here.
 
 mod attach;
+mod bounds;
 mod bench;
 mod compare;
 mod escape;
