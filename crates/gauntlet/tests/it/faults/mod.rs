@@ -3,8 +3,8 @@
 //! scratch manifest around the fake server) and the helpers more than one topic uses live here.
 
 mod attach;
-mod bounds;
 mod bench;
+mod bounds;
 mod compare;
 mod escape;
 mod github;
