@@ -8,7 +8,8 @@
 //!                           the server down without changing its command line (which is part of the identity)
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
 //!                           http500 | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
-//!                           answer whose chunked framing breaks after its first event)
+//!                           answer whose chunked framing breaks after its first event) | flood (12 MiB of
+//!                           one-character token events)
 //!                           | echo-auth (every answer quotes the request's Authorization header, streamed in
 //!                           5-byte pieces; a message with `beta` gets HTTP 500 whose body quotes it too, with
 //!                           workflow commands on lines of their own: a server that leaks a key and injects)
@@ -18,6 +19,8 @@
 //!   --token-delay-ms N      wait per generated word (a slow decode)
 //!   --ignore-sigterm        keep running on SIGTERM
 //!   --leak-child            start a child in our process group that outlives us
+//!   --escape-child          start a child that leaves our process group and session (setsid) and double-forks,
+//!                           so that a sleeper outside the group, re-parented away from us, outlives us
 //!   --prefix PATH           serve under this path prefix only (everything else is 404)
 //!   --tag TEXT              ignored; lets a test find every process of its run in /proc
 //!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
@@ -43,8 +46,10 @@ struct Config {
     token_delay_ms: u64,
     ignore_sigterm: bool,
     leak_child: bool,
+    escape_child: bool,
     lifetime_s: u64,
     sleeper: bool,
+    escaper: bool,
     prefix: String,
 }
 
@@ -79,7 +84,9 @@ fn parse_args() -> Config {
             "--lifetime-s" => c.lifetime_s = val().parse().unwrap_or_else(|_| die("bad --lifetime-s")),
             "--ignore-sigterm" => c.ignore_sigterm = true,
             "--leak-child" => c.leak_child = true,
+            "--escape-child" => c.escape_child = true,
             "--sleeper" => c.sleeper = true,
+            "--escaper" => c.escaper = true,
             // Server arguments a profile may pass through (-c 4096 …) are accepted and ignored.
             other if other.starts_with('-') => {}
             _ => {}
@@ -101,6 +108,9 @@ fn main() {
         eprintln!("fake-server: lifetime over, exiting");
         std::process::exit(0);
     });
+    if c.escaper {
+        escape(lifetime);
+    }
     if c.sleeper || c.ignore_sigterm {
         // SAFETY: setting a signal disposition to SIG_IGN has no memory-safety preconditions.
         unsafe {
@@ -126,6 +136,21 @@ fn main() {
             .spawn()
             .unwrap_or_else(|e| die(&format!("spawn child: {e}")));
     }
+    if c.escape_child {
+        let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+        let tag: Vec<String> = std::env::args().skip_while(|a| a != "--tag").take(2).collect();
+        // The escaper exits as soon as its sleeper started: waiting for it is bounded.
+        let status = std::process::Command::new(me)
+            .arg("--escaper")
+            .args(&tag)
+            .arg("--lifetime-s")
+            .arg(lifetime.to_string())
+            .status()
+            .unwrap_or_else(|e| die(&format!("spawn escaper: {e}")));
+        if !status.success() {
+            die(&format!("the escaper failed: {status}"));
+        }
+    }
     eprintln!("fake-server: loading");
     if c.fault.as_deref() == Some("crash-load") {
         std::thread::sleep(Duration::from_millis(200));
@@ -144,6 +169,26 @@ fn main() {
             let _ = handle(stream, &c, &answered);
         });
     }
+}
+
+/// The middle of a double fork: leave the group and session, start a sleeper (which inherits both and is
+/// re-parented when we exit), exit.
+fn escape(lifetime: u64) -> ! {
+    // SAFETY: setsid has no memory-safety preconditions; we are not a group leader (a fresh child), so it succeeds.
+    if unsafe { libc::setsid() } < 0 {
+        die("setsid failed");
+    }
+    let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+    let tag: Vec<String> = std::env::args().skip_while(|a| a != "--tag").take(2).collect();
+    // Left running on purpose: the sleeper is the fault under test, and gauntlet must find and kill it.
+    let _sleeper = std::process::Command::new(me)
+        .arg("--sleeper")
+        .args(&tag)
+        .arg("--lifetime-s")
+        .arg(lifetime.to_string())
+        .spawn()
+        .unwrap_or_else(|e| die(&format!("spawn sleeper: {e}")));
+    std::process::exit(0);
 }
 
 fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::Result<()> {
@@ -225,6 +270,19 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
             let content = "x".repeat(12 << 20);
             let event = json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
             stream.write_all(format!("data: {event}\n\ndata: [DONE]\n\n").as_bytes())?;
+            return stream.flush();
+        }
+        Some("flood") if stream_mode => {
+            // 12 MiB of one-character token events, past any response cap: the most events (and so the most a
+            // client spends per byte) a stream can carry. Written in 64 KiB pieces; a client that stops reading
+            // ends the write.
+            write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")?;
+            let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n";
+            let piece = event.repeat((64 << 10) / event.len());
+            for _ in 0..(12 << 20) / piece.len() {
+                stream.write_all(piece.as_bytes())?;
+            }
+            stream.write_all(b"data: [DONE]\n\n")?;
             return stream.flush();
         }
         Some("bad-chunking") if stream_mode => {

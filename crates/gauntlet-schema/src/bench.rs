@@ -12,8 +12,9 @@ use crate::words::ReceiveClock;
 
 /// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
 /// to open their own connection. 4: the identity is typed and carries `build` (the server binary's digest, moved
-/// from `runtime.server_binary_sha256`). Versions 1 to 3 are still read.
-pub const BENCH_VERSION: u32 = 4;
+/// from `runtime.server_binary_sha256`). 5: a request records `text_dropped` (its answer text is capped). Versions
+/// 1 to 4 are still read.
+pub const BENCH_VERSION: u32 = 5;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,6 +143,14 @@ pub struct RequestRecord {
     /// its times, but the server saw it on a new connection.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub connected: bool,
+    /// Bytes of answer text not kept: a request keeps a few KiB of text, and past them every event only its
+    /// first character (its time stays exact). 0, and absent, when the whole text is kept (and before version 5).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub text_dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

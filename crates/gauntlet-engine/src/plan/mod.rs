@@ -2,8 +2,8 @@
 //! selects all, anything else selects none; a very large change selects all (it is cheaper than being wrong).
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::json;
 
@@ -51,7 +51,11 @@ pub fn select(table: &PathTable, all: &[String], changed: &[String], fallback_al
     Selection { profiles: chosen.into_iter().collect(), reasons }
 }
 
-/// Paths changed between `since` and `until` (default HEAD) in the git repository at `repo`.
+/// The most bytes of changed paths read from git: hundreds of thousands of paths.
+const GIT_OUTPUT_CAP: usize = 64 << 20;
+
+/// Paths changed between `since` and `until` (default HEAD) in the git repository at `repo`, by a git bounded
+/// in time ([`crate::util::HELPER_TIMEOUT`]) and in output.
 pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Vec<String>, String> {
     for rev in std::iter::once(since).chain(until) {
         if rev.starts_with('-') {
@@ -59,21 +63,12 @@ pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Ve
         }
     }
     let range = format!("{since}..{}", until.unwrap_or("HEAD"));
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["diff", "--name-only", "-z", &range, "--"])
-        .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("git diff {range} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
-    }
-    Ok(out
-        .stdout
-        .split(|b| *b == 0)
-        .filter(|p| !p.is_empty())
-        .map(|p| String::from_utf8_lossy(p).into_owned())
-        .collect())
+    let mut args: Vec<&OsStr> = vec![OsStr::new("-C"), repo.as_os_str()];
+    args.extend(["diff", "--name-only", "-z", range.as_str(), "--"].map(OsStr::new));
+    // Bounded in time (a git waiting on a lock or a slow filesystem) and in size.
+    let out = crate::util::run_bounded_bytes("git", &args, GIT_OUTPUT_CAP)
+        .map_err(|e| format!("git diff {range} failed: {e}"))?;
+    Ok(out.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
 }
 
 /// A GitHub Actions matrix: `{"include": [{"profile": "…"}, …]}`.

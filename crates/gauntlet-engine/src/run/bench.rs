@@ -175,7 +175,7 @@ pub(crate) async fn measure(
     mut process: Option<&mut ServerProcess>,
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
-    let client = &client.clone().timing_first();
+    let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
     // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
     let endpoint = Endpoint::resolve(client.base_url(), client.api_key()).await;
     let mut pool: Vec<Conn> = Vec::new();
@@ -374,6 +374,7 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
     let released_ns = gauntlet_stamp::monotonic_ns();
     let deadline = released + profile.request_timeout;
     let arrivals = w.arrivals(index, c);
+    let max_tokens = w.max_tokens;
     let tasks: Vec<_> = bodies
         .into_iter()
         .zip(arrivals)
@@ -385,12 +386,17 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
             };
             tokio::spawn(async move {
                 if at > 0.0 {
-                    tokio::time::sleep_until((released + std::time::Duration::from_secs_f64(at)).into()).await;
+                    // The open loop's wait has the batch's deadline too: at a tiny rate an arrival lies hours away,
+                    // and such a request is failed with the reason instead of being waited for.
+                    match std::time::Duration::try_from_secs_f64(at).ok().and_then(|d| released.checked_add(d)) {
+                        Some(arrival) if arrival < deadline => tokio::time::sleep_until(arrival.into()).await,
+                        _ => return (late_arrival(at, deadline - released), None, None, false),
+                    }
                 }
                 peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
                 let (start, result, connected, unstamped, conn) = match route {
                     Route::Wire(ep, conn) => {
-                        let limit = crate::client::DEFAULT_MAX_RESPONSE_BYTES;
+                        let limit = response_limit(max_tokens);
                         let s = wire::stream_chat(&ep, conn, &body, deadline, limit).await;
                         let start = s.sent_ns.saturating_sub(released_ns.unwrap_or(0)) as f64 / 1e9;
                         (start, s.answer, s.connected, Some(s.unstamped_reads), s.conn)
@@ -402,22 +408,27 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
                 };
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 let record = match result {
-                    Ok(a) => RequestRecord {
-                        start,
-                        events: a.timeline.iter().map(|e| (e.t, e.content.clone(), e.reasoning.clone())).collect(),
-                        completion_tokens: a.usage.and_then(|u| u.completion_tokens),
-                        error: None,
-                        connected,
-                    },
+                    Ok(a) => {
+                        let (events, text_dropped) = keep_events(a.timeline, TEXT_KEPT);
+                        RequestRecord {
+                            start,
+                            events,
+                            completion_tokens: a.usage.and_then(|u| u.completion_tokens),
+                            error: None,
+                            connected,
+                            text_dropped,
+                        }
+                    }
                     Err(e) => RequestRecord {
                         start,
                         events: Vec::new(),
                         completion_tokens: None,
                         error: Some(e.to_string()),
                         connected,
+                        text_dropped: 0,
                     },
                 };
-                (record, unstamped, conn)
+                (record, unstamped, conn, true)
             })
         })
         .collect();
@@ -429,10 +440,12 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
     let (mut stamped, mut unstamped) = (0usize, 0usize);
     for joined in futures_util::future::join_all(tasks).await {
         match joined {
-            Ok((record, reads, conn)) => {
-                match reads {
-                    Some(0) => stamped += 1,
-                    _ => unstamped += 1,
+            Ok((record, reads, conn, sent)) => {
+                // A request never sent (its arrival lay past the deadline) has no reads to count.
+                match (sent, reads) {
+                    (false, _) => {}
+                    (true, Some(0)) => stamped += 1,
+                    (true, _) => unstamped += 1,
                 }
                 requests.push(record);
                 pool.extend(conn);
@@ -443,6 +456,7 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
                 completion_tokens: None,
                 error: Some(format!("request task failed: {e}")),
                 connected: false,
+                text_dropped: 0,
             }),
         }
     }
@@ -461,6 +475,68 @@ async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize
         requests,
     };
     (batch, pool)
+}
+
+/// The record of an open-loop request whose arrival lies past the batch's deadline: never sent, failed.
+fn late_arrival(at: f64, limit: std::time::Duration) -> RequestRecord {
+    RequestRecord {
+        start: at,
+        events: Vec::new(),
+        completion_tokens: None,
+        error: Some(format!(
+            "not sent: its arrival {at:.3e}s after the batch's release lies past the request timeout ({}); \
+             the open loop's rate is too low for this concurrency",
+            humantime::format_duration(limit)
+        )),
+        connected: false,
+        text_dropped: 0,
+    }
+}
+
+/// Answer text a request keeps in the record (content and reasoning together, in bytes). A bench measures
+/// times: the text is kept to be read, not to be scored, and a server streaming megabytes per answer must not
+/// make the bench hold them for every request of every batch.
+pub const TEXT_KEPT: usize = 4096;
+
+/// Response bytes a bench request may read: room for `max_tokens` tokens at 4 KiB of SSE each (a chunk of
+/// llama.cpp or vLLM is a few hundred bytes), plus 64 KiB, at most the client's usual cap. Every request of a
+/// batch is in flight at once, so this (times the concurrency) bounds what a batch holds while it streams.
+pub fn response_limit(max_tokens: u64) -> usize {
+    let per_token = 4096usize;
+    usize::try_from(max_tokens)
+        .ok()
+        .and_then(|n| n.checked_mul(per_token))
+        .and_then(|n| n.checked_add(64 << 10))
+        .map_or(crate::client::DEFAULT_MAX_RESPONSE_BYTES, |n| n.min(crate::client::DEFAULT_MAX_RESPONSE_BYTES))
+}
+
+/// Every event's time, with at most `cap` bytes of text kept: past the cap an event keeps only its first
+/// character, so it still reads as a token (the metrics count token events) and its time stays exact. Returns
+/// the events and the bytes of text dropped (the record's `text_dropped`).
+pub fn keep_events(timeline: Vec<gauntlet_schema::StreamEvent>, cap: usize) -> (Vec<(f64, String, String)>, u64) {
+    let mut budget = cap;
+    let mut dropped = 0u64;
+    let mut keep = |mut text: String| -> String {
+        if text.len() <= budget {
+            budget -= text.len();
+            return text;
+        }
+        // Past the budget: the part that fits (on a character boundary), else the first character.
+        let mut end = budget;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end == 0 {
+            end = text.chars().next().map_or(0, char::len_utf8);
+        }
+        budget = budget.saturating_sub(end);
+        dropped += (text.len() - end) as u64;
+        text.truncate(end);
+        text.shrink_to_fit();
+        text
+    };
+    let events = timeline.into_iter().map(|e| (e.t, keep(e.content), keep(e.reasoning))).collect();
+    (events, dropped)
 }
 
 fn definitions() -> Value {
@@ -512,7 +588,7 @@ mod report_tests {
         // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
         let mut events = vec![(0.05, String::new(), String::new())];
         events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
-        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false }
+        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false, text_dropped: 0 }
     }
 
     fn bench(levels: Vec<Level>) -> BenchRecord {

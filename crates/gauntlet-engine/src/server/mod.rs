@@ -5,5 +5,5 @@ mod process;
 mod signals;
 
 pub use group::group_members;
-pub use process::{ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail};
+pub use process::{Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail};
 pub use signals::install as install_signal_forwarding;

@@ -1,6 +1,13 @@
 //! One server process group: spawn with an explicit environment, watch for a crash, stop by escalation, and
 //! find anything of the group that outlives its leader. The group is also registered with [`super::signals`]
 //! so that Ctrl-C on gauntlet stops it, and `Drop` kills it so that a panic leaves no orphan.
+//!
+//! Processes that leave the group (setsid, setpgid, a double fork) are found too: every process of a spawn
+//! carries a marker in its environment ([`super::group::MARKER_VAR`]), gauntlet is their child subreaper (an
+//! orphan comes back to it, not to init), and the stop kills and reaps every marked process outside the group.
+//! The leader dies with gauntlet even when gauntlet is killed outright: it is spawned with a parent-death signal
+//! (SIGKILL). That signal follows the spawning *thread*, so a `ServerProcess` must be spawned on a thread that
+//! lives as long as it does (the session's own thread).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -12,8 +19,12 @@ use std::time::{Duration, Instant};
 
 use crate::manifest::SpawnSpec;
 
-use super::group::{group_members, signal_group};
+use super::group::{self, MARKER_VAR, escaped_members, group_members, signal_group};
 use super::signals;
+
+/// How long the stop waits for killed leftovers to vanish: killed processes go in milliseconds; one in
+/// uninterruptible sleep may not, and the run must still end.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
 
 /// Variables passed through from gauntlet's environment; everything else is dropped so that ambient settings do
 /// not leak into a measurement. The profile's own `environment` is added on top.
@@ -56,10 +67,20 @@ pub enum StopOutcome {
     AlreadyExited(ExitStatus),
 }
 
+/// What of a stopped group outlived its leader, killed: members of its process group, and marked descendants
+/// that had left the group (setsid, setpgid, a double fork).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Leftovers {
+    pub group: Vec<i32>,
+    pub escaped: Vec<i32>,
+}
+
 #[derive(Debug)]
 pub struct ServerProcess {
     child: Child,
     pgid: i32,
+    /// The value of [`MARKER_VAR`] in the environment of this spawn and everything it starts.
+    marker: String,
     spawned_at: Instant,
     log_path: PathBuf,
     exit: Option<ExitStatus>,
@@ -116,16 +137,36 @@ impl ServerProcess {
             }
         }
         cmd.envs(environment);
+        let marker = group::new_marker();
+        cmd.env(MARKER_VAR, &marker);
+        group::become_subreaper();
+        let parent = std::process::id() as i32;
+        // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions (prctl,
+        // getppid); the error it may return is built without allocating.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Dies with gauntlet, even a gauntlet killed by SIGKILL that can run no cleanup of its own.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // gauntlet died between the fork and the prctl: the signal will never come.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
         // Register before the group exists, under a lock the signal thread also takes, so there is no moment in
         // which Ctrl-C could miss a freshly started group.
         super::signals::install();
         let guard = signals::lock();
         let child = cmd.spawn().map_err(|source| SpawnError::Exec { binary: program.clone(), source })?;
         let pgid = child.id() as i32;
-        signals::register(guard, pgid);
+        signals::register(guard, pgid, marker.clone());
         Ok(ServerProcess {
             child,
             pgid,
+            marker,
             spawned_at: Instant::now(),
             log_path: log_path.to_owned(),
             exit: None,
@@ -155,9 +196,10 @@ impl ServerProcess {
         self.exit
     }
 
-    /// SIGTERM to the group → `grace` → SIGKILL → `grace` → stuck. Then reap anything of the group that is left
-    /// and return its pids (a leaked child is a finding, and it must not outlive the run).
-    pub fn stop(&mut self, grace: Duration) -> (StopOutcome, Vec<i32>) {
+    /// SIGTERM to the group → `grace` → SIGKILL → `grace` → stuck. Then kill anything of the group that is left,
+    /// and every marked descendant that left the group, and return their pids (a leaked child is a finding, and it
+    /// must not outlive the run).
+    pub fn stop(&mut self, grace: Duration) -> (StopOutcome, Leftovers) {
         self.stopped = true;
         let outcome = if let Some(status) = self.exited() {
             StopOutcome::AlreadyExited(status)
@@ -173,19 +215,46 @@ impl ServerProcess {
                 }
             }
         };
-        let leftovers = group_members(self.pgid);
-        if !leftovers.is_empty() {
-            signal_group(self.pgid, libc::SIGKILL);
-            // Bounded: killed processes vanish in milliseconds; a process in uninterruptible sleep may not.
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !group_members(self.pgid).is_empty() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
+        let leftovers = self.kill_leftovers();
         if outcome != StopOutcome::Stuck {
             signals::unregister(self.pgid);
         }
         (outcome, leftovers)
+    }
+
+    /// Kills what is left of the group and every marked process outside it, until none is left or
+    /// [`LEFTOVER_WAIT`] passed; reaps those that were re-parented to gauntlet. Killing an escaped process can
+    /// orphan its own children (marked too), so the scan repeats.
+    fn kill_leftovers(&mut self) -> Leftovers {
+        let mut seen = Leftovers { group: group_members(self.pgid), escaped: Vec::new() };
+        let deadline = Instant::now() + LEFTOVER_WAIT;
+        loop {
+            let members = group_members(self.pgid);
+            let escaped = escaped_members(&self.marker, self.pgid);
+            for pid in &members {
+                if !seen.group.contains(pid) {
+                    seen.group.push(*pid);
+                }
+            }
+            for pid in &escaped {
+                if !seen.escaped.contains(pid) {
+                    seen.escaped.push(*pid);
+                }
+            }
+            group::reap(&seen.group);
+            group::reap(&seen.escaped);
+            if (members.is_empty() && escaped.is_empty()) || Instant::now() >= deadline {
+                break;
+            }
+            if !members.is_empty() {
+                signal_group(self.pgid, libc::SIGKILL);
+            }
+            for pid in &escaped {
+                group::signal_pid(*pid, libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
     }
 
     /// Waits for the leader to exit, at most until `deadline`; polls every few milliseconds.
@@ -211,8 +280,13 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         if !self.stopped {
             signal_group(self.pgid, libc::SIGKILL);
-            let _ = self.child.wait();
-            signals::unregister(self.pgid);
+            // Bounded: a leader in uninterruptible sleep must not hang the unwinding; it stays registered so that
+            // Ctrl-C still tries to kill it.
+            let reaped = self.wait_until(Instant::now() + LEFTOVER_WAIT).is_some();
+            self.kill_leftovers();
+            if reaped {
+                signals::unregister(self.pgid);
+            }
         }
     }
 }

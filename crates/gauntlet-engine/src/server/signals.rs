@@ -5,21 +5,24 @@ use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
-use super::group::{group_members, signal_group};
+use super::group::{escaped_members, group_members, signal_group, signal_pid};
 
-static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// Every live group: its id and the marker its processes carry (see `super::group::MARKER_VAR`).
+type Live = Vec<(i32, String)>;
+
+static LIVE: Mutex<Live> = Mutex::new(Vec::new());
 static INSTALL: Once = Once::new();
 
-pub(crate) fn lock() -> MutexGuard<'static, Vec<i32>> {
+pub(crate) fn lock() -> MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(crate) fn register(mut guard: MutexGuard<'static, Vec<i32>>, pgid: i32) {
-    guard.push(pgid);
+pub(crate) fn register(mut guard: MutexGuard<'static, Live>, pgid: i32, marker: String) {
+    guard.push((pgid, marker));
 }
 
 pub(crate) fn unregister(pgid: i32) {
-    lock().retain(|p| *p != pgid);
+    lock().retain(|(p, _)| *p != pgid);
 }
 
 /// Installs the forwarding thread once per process. Call before starting any server.
@@ -43,15 +46,19 @@ pub fn install() {
                         "gauntlet: interrupted (signal {sig}); stopping {} server group(s)",
                         groups.len()
                     );
-                    for pgid in groups.iter() {
+                    for (pgid, _) in groups.iter() {
                         signal_group(*pgid, libc::SIGTERM);
                     }
                     let deadline = Instant::now() + Duration::from_secs(5);
-                    while groups.iter().any(|g| !group_members(*g).is_empty()) && Instant::now() < deadline {
+                    while groups.iter().any(|(g, _)| !group_members(*g).is_empty()) && Instant::now() < deadline {
                         std::thread::sleep(Duration::from_millis(20));
                     }
-                    for pgid in groups.iter() {
+                    for (pgid, marker) in groups.iter() {
                         signal_group(*pgid, libc::SIGKILL);
+                        // What left the group (setsid, a double fork) is not reached by killpg.
+                        for pid in escaped_members(marker, *pgid) {
+                            signal_pid(pid, libc::SIGKILL);
+                        }
                     }
                     std::process::exit(128 + sig);
                 }

@@ -232,9 +232,19 @@ pub(super) fn stop_server(
             Stop::Crashed
         }
     };
-    if !leftovers.is_empty() {
-        let what =
-            format!("{} process(es) of the server's group outlived it and were killed: {leftovers:?}", leftovers.len());
+    if !leftovers.group.is_empty() {
+        let group = &leftovers.group;
+        let what = format!("{} process(es) of the server's group outlived it and were killed: {group:?}", group.len());
+        life.event("leftover", what.clone());
+        life.finding("leftover-process", Severity::Warn, what, None);
+    }
+    if !leftovers.escaped.is_empty() {
+        let escaped = &leftovers.escaped;
+        let what = format!(
+            "{} process(es) started by the server left its process group (setsid, setpgid or a double fork) and \
+             outlived it; killed: {escaped:?}",
+            escaped.len()
+        );
         life.event("leftover", what.clone());
         life.finding("leftover-process", Severity::Warn, what, None);
     }

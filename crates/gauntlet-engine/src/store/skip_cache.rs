@@ -3,7 +3,6 @@
 //! and live outside the checkout, so pull-request code cannot plant a pass.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 use serde_json::json;
@@ -100,9 +99,11 @@ pub fn remember(cache: &Path, key: &CacheKey, record: &RunRecord, report: &str) 
 /// The tree hash of the source under test: git's tree id for a clean checkout; for a dirty one (or no git), a
 /// digest of every tracked and untracked-but-not-ignored file's path and content.
 pub fn source_tree_hash(dir: &Path) -> Result<String, String> {
+    // Bounded in time and size (`run_bounded_bytes`): a git that hangs on a lock must not hang the gate.
     let git = |args: &[&str]| -> Option<Vec<u8>> {
-        let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
-        out.status.success().then_some(out.stdout)
+        let mut all: Vec<&std::ffi::OsStr> = vec!["-C".as_ref(), dir.as_os_str()];
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        crate::util::run_bounded_bytes("git", &all, 256 << 20).ok()
     };
     if git(&["rev-parse", "--is-inside-work-tree"]).is_some() {
         let dirty = git(&["status", "--porcelain"]).map(|o| !o.is_empty()).unwrap_or(true);

@@ -163,6 +163,84 @@ fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, Stri
     Ok((status.code(), out.join().unwrap_or_default(), err.join().unwrap_or_default()))
 }
 
+/// Runs a helper (git) in its own process group under [`HELPER_TIMEOUT`] and returns its whole stdout, or why
+/// not: it could not start, it exited non-zero (its stderr), it ran past the deadline (its group is killed), it
+/// wrote more than `cap` bytes (never cut silently: a truncated list of paths is a wrong answer), or something it
+/// started kept its output open past the deadline.
+pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], cap: usize) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    use std::os::unix::process::CommandExt as _;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let pgid = child.id() as i32;
+    let kill_group = || {
+        // SAFETY: killpg has no memory-safety preconditions; a vanished group only yields ESRCH.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pipes: [(bool, Option<Box<dyn std::io::Read + Send>>); 2] = [
+        (true, child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>)),
+        (false, child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>)),
+    ];
+    for (is_stdout, pipe) in pipes {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = pipe {
+                let limit = if is_stdout { cap as u64 + 1 } else { 64 << 10 };
+                let _ = r.by_ref().take(limit).read_to_end(&mut buf);
+                // Read on to the end so that the helper never blocks on a full pipe; what is past the cap is
+                // only counted (one byte over is enough to refuse the output).
+                let _ = std::io::copy(&mut r, &mut std::io::sink());
+            }
+            let _ = tx.send((is_stdout, buf));
+        });
+    }
+    let deadline = Instant::now() + HELPER_TIMEOUT;
+    let timed_out = || format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs());
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                kill_group();
+                let _ = child.wait();
+                return Err(timed_out());
+            }
+        }
+    };
+    let (mut out, mut err) = (None, None);
+    while out.is_none() || err.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+        match rx.recv_timeout(left) {
+            Ok((true, b)) => out = Some(b),
+            Ok((false, b)) => err = Some(b),
+            Err(_) => {
+                kill_group();
+                return Err(format!("`{program}` exited but something it started kept its output open; killed"));
+            }
+        }
+    }
+    let (out, err) = (out.unwrap_or_default(), err.unwrap_or_default());
+    if !status.success() {
+        return Err(format!("`{program}` exited with {:?}: {}", status.code(), String::from_utf8_lossy(&err).trim()));
+    }
+    if out.len() > cap {
+        return Err(format!("`{program}` wrote more than {cap} bytes"));
+    }
+    Ok(out)
+}
+
 /// A helper's stdout, or why it failed (its stderr when it exited non-zero).
 pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, String> {
     match run_helper(program, args)? {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use crate::common::{Run, finish, free_port, gauntlet, processes_tagged, render_in_chromium};
 use serde_json::Value;
 
+mod netfault;
+
 fn home() -> PathBuf {
     std::env::var_os("GAUNTLET_HOME")
         .map(PathBuf::from)

@@ -4,7 +4,9 @@
 
 mod attach;
 mod bench;
+mod bounds;
 mod compare;
+mod escape;
 mod github;
 mod gpu;
 mod hostile;
