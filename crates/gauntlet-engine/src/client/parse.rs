@@ -5,6 +5,7 @@ use gauntlet_schema::{Answer, StreamEvent, ToolCall, Usage};
 use serde_json::Value;
 
 use super::error::ClientError;
+use super::tokens::TokenCollector;
 
 /// A non-streamed chat completion.
 pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
@@ -38,6 +39,8 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
             tool_calls.push(ToolCall { name: name.to_owned(), arguments });
         }
     }
+    let mut tokens = TokenCollector::default();
+    tokens.add_choice(choice)?;
     Ok(Answer {
         content,
         reasoning,
@@ -47,6 +50,7 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
         server_timings: timings(v),
         timeline: Vec::new(),
         first_byte_seconds: None,
+        tokens: tokens.finish(false),
     })
 }
 
@@ -111,6 +115,7 @@ pub struct StreamAssembler {
     answer: Answer,
     done: bool,
     events: usize,
+    tokens: TokenCollector,
 }
 
 /// Longest single SSE line we buffer while waiting for its newline.
@@ -181,6 +186,7 @@ impl StreamAssembler {
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.answer.finish_reason = Some(reason.to_owned());
         }
+        self.tokens.add_choice(choice)?;
         self.answer.content.push_str(&content);
         self.answer.reasoning.push_str(&reasoning);
         self.answer.timeline.push(StreamEvent { t, content, reasoning });
@@ -199,6 +205,7 @@ impl StreamAssembler {
                 return Err(ClientError::MissingDone);
             }
         }
+        self.answer.tokens = self.tokens.finish(false);
         Ok(self.answer)
     }
 }
