@@ -10,13 +10,17 @@
 #   run    .gpu-b/model.part-b: joins and verifies the model, waits for the build, runs doctor, then the whole gate
 #          twice on the GPU: first while our torch process holds it (gauntlet waits, then runs; promoted), then
 #          against that baseline.
+#   determinism .gpu-b/model.part-b (+ .gpu-b/gauntlet, optional): joins the model, waits for the build, runs the
+#          gate once (token ids and logprobs of every answer: `multiply` against `multiply-again`) and the
+#          determinism matrix alone (`qualify --stages R3`) on the CUDA server with 4 slots (`-np 4`, 4 concurrent
+#          copies); copies run.json, report.md, determinism.json and qualification.md to $OUT.
 #   overhead .gpu-b/model.part-b (+ .gpu-b/gauntlet, optional): joins the model, waits for the build, measures
 #          gauntlet's fixed cost per gate on the GPU (scripts/bench-gate-overhead.sh) and benches an attached
 #          CUDA server bound to the same GPU (it must not be counted as another holder).
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run|overhead}
+stage=${1:?usage: gpu-validate.sh start|part|run|determinism|overhead}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -71,6 +75,24 @@ suite_budget = "300s"
 stop_grace = "10s"
 verdict = { min_pass_rate = 0.4 }
 expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+
+# The determinism matrix (R3) with 4 slots and 4 concurrent copies: stage `determinism`.
+[profiles.h200-np4]
+model = "smollm2-135m"
+server = "llama-server-cuda"
+port = 18493
+server_arguments = ["-c", "16384", "-np", "4", "--no-webui", "-ngl", "99"]
+device = "nvidia:0"
+busy_wait = "90s"
+load_timeout = "120s"
+request_timeout = "60s"
+suite_budget = "300s"
+stop_grace = "10s"
+verdict = { min_pass_rate = 0.4 }
+expected_failures = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"]
+
+[profiles.h200-np4.qualify]
+max_concurrency = 4
 
 # A CUDA llama-server that this script starts itself, attached: the bench must not count it as another holder.
 [profiles.h200-attached]
@@ -173,6 +195,26 @@ for r in ['run1', 'run2', 'run3']:
     s = json.load(open('$OUT/' + r + '.json'))['sentry']
     print(r, {k: s.get(k) for k in ['kernel_log', 'pre_run_records', 'last_seq', 'gpu_wait_seconds', 'server_gpu_pids', 'server_gpu_memory_bytes']})
 "
+  ;;
+determinism)
+  cp .gpu-b/gauntlet "$GV/gauntlet" 2>/dev/null && chmod +x "$GV/gauntlet"
+  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
+  say "waiting for the CUDA build (at most 480 s)"
+  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
+  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; tail -5 "$GV/build.log"; exit 1; }
+  write_manifest
+  "$GV/gauntlet" --version
+  say "the gate with 4 slots: every answer's token ids and logprobs"
+  "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p h200-np4 --out "$GV/np4-run"
+  echo "gate exit code: $?"
+  grep -E 'multiply' "$GV/np4-run/report.md"
+  say "the determinism matrix alone: qualify --stages R3, 4 concurrent copies"
+  "$GV/gauntlet" qualify --manifest "$GV/gpu.toml" -p h200-np4 --stages R3 --out "$GV/np4-r3"
+  echo "qualify exit code: $?"
+  grep -E '^\| R3' "$GV/np4-r3/qualification.md"
+  cp "$GV/np4-run/run.json" "$OUT/np4-run.json"; cp "$GV/np4-run/report.md" "$OUT/np4-report.md"
+  cp "$GV/np4-r3/determinism.json" "$OUT/determinism.json"; cp "$GV/np4-r3/qualification.md" "$OUT/np4-r3.md"
   ;;
 overhead)
   # gauntlet's fixed cost per gate on the GPU (wall − load − the requests' own seconds), then a bench of an

@@ -250,6 +250,20 @@ mod tests {
     }
 
     #[test]
+    fn a_version_6_answer_keeps_its_tokens_and_a_version_5_one_reads_without() {
+        let a = crate::Answer {
+            content: "8".into(),
+            tokens: Some(answer(vec![tok(8, "8", -0.7, &[(8, "8", -0.7), (9, "9", -0.72)])])),
+            ..crate::Answer::default()
+        };
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(text.contains(r#""tokens":{"source":"ids","count":1"#), "{text}");
+        assert_eq!(serde_json::from_str::<crate::Answer>(&text).unwrap(), a);
+        let v5: crate::Answer = serde_json::from_str(r#"{"content": "8"}"#).unwrap();
+        assert_eq!(v5.tokens, None);
+    }
+
+    #[test]
     fn without_ids_tokens_compare_by_text() {
         let strip = |mut a: AnswerTokens| {
             a.items.iter_mut().for_each(|t| t.id = None);

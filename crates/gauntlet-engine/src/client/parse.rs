@@ -326,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn streamed_logprobs_become_the_answer_s_tokens_and_a_completion_s_too() {
+        // Chunks as llama.cpp's server streams them with `logprobs: true` (one token per chunk).
+        let chunk = |id: u64, t: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{t}\"}},\"logprobs\":{{\"content\":[{{\"id\":{id},\
+                 \"token\":\"{t}\",\"bytes\":[],\"logprob\":-0.5,\"top_logprobs\":[{{\"id\":{id},\"token\":\"{t}\",\
+                 \"logprob\":-0.5}}]}}]}}}}]}}\n\n"
+            )
+        };
+        let a = feed_all(&[&chunk(7, "Hi"), &chunk(8, "!"), "data: [DONE]\n\n"]).unwrap();
+        let t = a.tokens.unwrap();
+        assert_eq!((t.source, t.count), (gauntlet_schema::TokenSource::Ids, 2));
+        assert_eq!(t.items.iter().map(|t| t.id).collect::<Vec<_>>(), [Some(7), Some(8)]);
+        assert_eq!(t.items[1].text, "!");
+        let none = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n"]).unwrap();
+        assert_eq!(none.tokens, None, "not asked for here: the client marks text-only when the request asked");
+        let v = json!({"choices": [{"message": {"content": "x"},
+            "logprobs": {"content": [{"id": 3, "token": "x", "logprob": -0.1}]}}]});
+        assert_eq!(parse_completion(&v).unwrap().tokens.unwrap().items[0].id, Some(3));
+    }
+
+    #[test]
     fn done_without_trailing_newline_is_accepted() {
         let a = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]"]).unwrap();
         assert_eq!(a.content, "x");
