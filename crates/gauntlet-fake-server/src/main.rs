@@ -24,12 +24,22 @@
 //!   --prefix PATH           serve under this path prefix only (everything else is 404)
 //!   --tag TEXT              ignored; lets a test find every process of its run in /proc
 //!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
+//!   --diverge ROW[:near-tie] change the answer's last token under one condition of the determinism matrix (R3):
+//!                           repeat (a prompt's second request) | concurrent (another request in flight; each
+//!                           request then takes 300 ms so that copies overlap) | stream | prefix-cache
+//!                           (`cache_prompt: false`) | restart (not the first start; needs --state-file). The new
+//!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, else a
+//!                           candidate 4.95 nats below
+//!   --state-file PATH       counts this server's starts (for `--diverge restart`)
+//!
+//! A request with `logprobs: true` gets llama.cpp's `logprobs.content` (one token per word: a stable id, the text,
+//! its bytes, a logprob and `top_logprobs` up to `top_logprobs`), streamed or not.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -51,6 +61,11 @@ struct Config {
     sleeper: bool,
     escaper: bool,
     prefix: String,
+    diverge: Option<String>,
+    near_tie: bool,
+    state_file: Option<String>,
+    /// Earlier starts counted in the state file.
+    earlier_starts: u32,
 }
 
 fn parse_args() -> Config {
@@ -78,6 +93,16 @@ fn parse_args() -> Config {
             "--fault" => c.fault = Some(val()),
             "--prefix" => c.prefix = val(),
             "--fault-on" => c.fault_on = Some(val()),
+            "--diverge" => {
+                let v = val();
+                let (row, flavour) = v.split_once(':').unwrap_or((v.as_str(), ""));
+                if !["repeat", "concurrent", "stream", "prefix-cache", "restart"].contains(&row) {
+                    die(&format!("--diverge: unknown row `{row}`"));
+                }
+                c.near_tie = flavour == "near-tie";
+                c.diverge = Some(row.to_owned());
+            }
+            "--state-file" => c.state_file = Some(val()),
             "--crash-after" => c.crash_after = val().parse().unwrap_or_else(|_| die("bad --crash-after")),
             "--load-delay-ms" => c.load_delay_ms = val().parse().unwrap_or_else(|_| die("bad --load-delay-ms")),
             "--token-delay-ms" => c.token_delay_ms = val().parse().unwrap_or_else(|_| die("bad --token-delay-ms")),
@@ -101,7 +126,12 @@ fn die(msg: &str) -> ! {
 }
 
 fn main() {
-    let c = Arc::new(parse_args());
+    let mut c = parse_args();
+    if let Some(path) = &c.state_file {
+        c.earlier_starts = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+        std::fs::write(path, (c.earlier_starts + 1).to_string()).unwrap_or_else(|e| die(&format!("--state-file: {e}")));
+    }
+    let c = Arc::new(c);
     let lifetime = c.lifetime_s;
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(lifetime));
@@ -160,13 +190,13 @@ fn main() {
     std::thread::sleep(Duration::from_millis(c.load_delay_ms));
     let listener = TcpListener::bind((c.host.as_str(), c.port)).unwrap_or_else(|e| die(&format!("bind: {e}")));
     eprintln!("fake-server: listening on {}:{}", c.host, c.port);
-    let answered = Arc::new(AtomicU32::new(0));
+    let counters = Arc::new(Counters::default());
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let c = Arc::clone(&c);
-        let answered = Arc::clone(&answered);
+        let counters = Arc::clone(&counters);
         std::thread::spawn(move || {
-            let _ = handle(stream, &c, &answered);
+            let _ = handle(stream, &c, &counters);
         });
     }
 }
@@ -191,7 +221,44 @@ fn escape(lifetime: u64) -> ! {
     std::process::exit(0);
 }
 
-fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::Result<()> {
+#[derive(Default)]
+struct Counters {
+    answered: AtomicU32,
+    in_flight: AtomicU32,
+    per_prompt: Mutex<BTreeMap<String, u32>>,
+}
+
+/// One chat request in flight for as long as it lives.
+struct InFlight<'a>(&'a AtomicU32);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A stable token id for a word (FNV-1a), inside SmolLM2's vocabulary size.
+fn token_id(word: &str) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in word.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
+    }
+    h % 49152
+}
+
+/// Where a diverged answer's last token comes from: the reference's second candidate (near-tie) or a far one.
+const NEAR_WORD: &str = "ALT";
+const FAR_WORD: &str = "far";
+
+/// llama.cpp's logprobs entry for one word-token: the word at -0.05, then the two other candidates.
+fn logprob_entry(word: &str, top: usize) -> Value {
+    let cand = |w: &str, lp: f64| json!({"id": token_id(w), "token": w, "bytes": w.as_bytes(), "logprob": lp});
+    let mut alts = vec![cand(word, -0.05), cand(NEAR_WORD, -0.06), cand(FAR_WORD, -5.0)];
+    alts.truncate(top);
+    json!({"id": token_id(word), "token": word, "bytes": word.as_bytes(), "logprob": -0.05, "top_logprobs": alts})
+}
+
+fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
@@ -249,7 +316,38 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
     }
     let targeted = !warmup && c.fault_on.as_ref().is_none_or(|t| last_user.contains(t.as_str()));
     let fault = if targeted { c.fault.as_deref() } else { None };
-    let n = answered.fetch_add(1, Ordering::SeqCst) + 1;
+    let n = counters.answered.fetch_add(1, Ordering::SeqCst) + 1;
+    let others = counters.in_flight.fetch_add(1, Ordering::SeqCst);
+    let _in_flight = InFlight(&counters.in_flight);
+    let asked_before = if warmup {
+        0
+    } else {
+        let mut m = counters.per_prompt.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = m.entry(last_user.clone()).or_insert(0);
+        *seen += 1;
+        *seen - 1
+    };
+    let diverge = !warmup
+        && match c.diverge.as_deref() {
+            Some("repeat") => asked_before == 1,
+            Some("concurrent") => {
+                // Long enough for the other copies sent at once to arrive while this one is in flight.
+                std::thread::sleep(Duration::from_millis(300));
+                others > 0 || counters.in_flight.load(Ordering::SeqCst) > 1
+            }
+            Some("stream") => stream_mode,
+            Some("prefix-cache") => req["cache_prompt"] == json!(false),
+            Some("restart") => c.earlier_starts > 0,
+            _ => false,
+        };
+    let answer = if diverge {
+        let keep = answer.rfind(' ').map_or(0, |i| i + 1);
+        format!("{}{}", &answer[..keep], if c.near_tie { NEAR_WORD } else { FAR_WORD })
+    } else {
+        answer
+    };
+    let top = if req["logprobs"] == json!(true) { req["top_logprobs"].as_u64().unwrap_or(0) as usize } else { 0 };
+    let logprobs = |w: &str| (req["logprobs"] == json!(true)).then(|| json!({"content": [logprob_entry(w, top)]}));
     if c.fault.as_deref() == Some("crash-after") && n > c.crash_after {
         eprintln!("fake-server: simulated crash at request {n}");
         std::process::exit(4);
@@ -310,10 +408,13 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
     let tokens = words.len().max(1);
     if !stream_mode {
         std::thread::sleep(Duration::from_millis(c.token_delay_ms * tokens as u64));
-        let body = json!({
-            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": tokens},
-        });
+        let mut choice =
+            json!({"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}});
+        if req["logprobs"] == json!(true) {
+            let entries: Vec<Value> = words.iter().map(|w| logprob_entry(w, top)).collect();
+            choice["logprobs"] = json!({"content": entries});
+        }
+        let body = json!({"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}});
         return respond(&mut stream, 200, "application/json", body.to_string().as_bytes());
     }
     let ct = if fault == Some("wrong-content-type") { "text/plain" } else { "text/event-stream" };
@@ -331,7 +432,11 @@ fn handle(mut stream: TcpStream, c: &Config, answered: &AtomicU32) -> std::io::R
         if i == 1 && fault == Some("malformed") {
             stream.write_all(b"data: {\"choices\": [{\"delta\": {\"content\": \"oops\"\n\n")?;
         }
-        stream.write_all(event(json!({"content": w}), Value::Null).as_bytes())?;
+        let mut chunk = json!({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]});
+        if let Some(lp) = logprobs(w) {
+            chunk["choices"][0]["logprobs"] = lp;
+        }
+        stream.write_all(format!("data: {chunk}\n\n").as_bytes())?;
         stream.flush()?;
     }
     stream.write_all(event(json!({}), json!("stop")).as_bytes())?;

@@ -45,6 +45,8 @@ pub enum FindingKind {
     Regression,
     /// The answer's text differs from the baseline's.
     TextDrift,
+    /// The answer turned at a near-tie token and its checks still pass: floating-point noise, not behaviour.
+    NumericalDrift,
     /// A repeated case answered differently from its source.
     RepeatDiffers,
     /// Nothing to compare with.
@@ -100,6 +102,7 @@ impl FindingKind {
         FindingKind::Attached,
         FindingKind::Regression,
         FindingKind::TextDrift,
+        FindingKind::NumericalDrift,
         FindingKind::RepeatDiffers,
         FindingKind::NoBaseline,
         FindingKind::PassRate,
@@ -133,6 +136,7 @@ impl FindingKind {
             FindingKind::Attached => "attached",
             FindingKind::Regression => "regression",
             FindingKind::TextDrift => "text-drift",
+            FindingKind::NumericalDrift => "numerical-drift",
             FindingKind::RepeatDiffers => "repeat-differs",
             FindingKind::NoBaseline => "no-baseline",
             FindingKind::PassRate => "pass-rate",
@@ -168,6 +172,7 @@ impl FindingKind {
             "attached" => FindingKind::Attached,
             "regression" => FindingKind::Regression,
             "text-drift" => FindingKind::TextDrift,
+            "numerical-drift" => FindingKind::NumericalDrift,
             "repeat-differs" => FindingKind::RepeatDiffers,
             "no-baseline" => FindingKind::NoBaseline,
             "pass-rate" => FindingKind::PassRate,

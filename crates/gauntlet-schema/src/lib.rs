@@ -7,18 +7,21 @@
 //! must never do I/O beyond parsing the text it is given, nor compute digests.
 
 pub mod bench;
+pub mod determinism;
 pub mod diff;
 pub mod finding;
 pub mod identity;
 pub mod qualify;
 pub mod run;
 pub mod store;
+pub mod tokens;
 pub mod upgrade;
 pub mod words;
 
 pub use finding::{Finding, FindingKind, Severity};
 pub use identity::{BuildIdentity, Identity, IdentityRecord, ServerMode};
 pub use run::*;
+pub use tokens::{AnswerTokens, TokenDivergence, TokenSource};
 pub use upgrade::{parse_bench_record, parse_run_record};
 pub use words::{KernelLogState, ReceiveClock, SkipKind, StopOutcome};
 

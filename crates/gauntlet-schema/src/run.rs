@@ -6,17 +6,20 @@ use serde_json::Value;
 
 use crate::finding::Finding;
 use crate::identity::{IdentityRecord, ServerMode};
+use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 6 added each answer's `tokens` (ids, logprobs, top alternatives; [`crate::tokens`]); older records read
+/// without them.
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 5;
+pub const RUN_RECORD_VERSION: u32 = 6;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -273,6 +276,9 @@ pub struct Answer {
     /// Seconds from sending the request to the first byte of the response body.
     #[serde(default)]
     pub first_byte_seconds: Option<f64>,
+    /// The answer's tokens when they were asked for (since version 6): ids and logprobs, or `text-only`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<AnswerTokens>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

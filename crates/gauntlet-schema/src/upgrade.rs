@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::bench::{BENCH_VERSION, BenchRecord};
 use crate::identity::{BuildIdentity, IdentityRecord};
-use crate::run::{RUN_RECORD_READABLE, RUN_RECORD_VERSION, RunRecord};
+use crate::run::{RUN_RECORD_READABLE, RunRecord};
 use crate::store::{DECISION_VERSION, Decision, STORE_FORMAT, StoreFormat};
 
 /// Reads `run.json` of any readable version as today's [`RunRecord`].
@@ -26,7 +26,8 @@ pub fn parse_run_record(text: &str) -> Result<RunRecord, String> {
         ));
     }
     let mut record: RunRecord = serde_json::from_value(raw).map_err(|e| format!("malformed run record: {e}"))?;
-    if version < u64::from(RUN_RECORD_VERSION) {
+    // Version 6 only added fields (`answer.tokens`) that older records read without.
+    if version < 5 {
         move_binary_digest(&mut record.identity, &mut record.runtime);
     }
     Ok(record)

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::error::ClientError;
 use super::parse::{StreamAssembler, parse_completion, says_done};
+use super::tokens::asked_for_tokens;
 
 /// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
@@ -138,11 +139,16 @@ impl Client {
 
     /// POST `/v1/chat/completions`. The answer must be complete before `deadline`. A request lost to a connection
     /// the server had closed before it went out is sent once more (the server never saw the first).
+    /// A request that asked for logprobs and got none has its answer's tokens recorded as `text-only`.
     pub async fn chat(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
-        match self.chat_once(body, deadline).await {
+        let mut answer = match self.chat_once(body, deadline).await {
             Err(ClientError::ClosedBeforeRequest(_)) => self.chat_once(body, deadline).await,
             other => other,
+        }?;
+        if answer.tokens.is_none() && asked_for_tokens(body) {
+            answer.tokens = Some(gauntlet_schema::AnswerTokens::text_only());
         }
+        Ok(answer)
     }
 
     async fn chat_once(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {

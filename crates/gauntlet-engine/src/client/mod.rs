@@ -3,8 +3,10 @@
 mod error;
 mod http;
 mod parse;
+pub mod tokens;
 pub mod wire;
 
 pub use error::ClientError;
 pub use http::{Client, DEFAULT_MAX_RESPONSE_BYTES};
 pub use parse::{StreamAssembler, parse_completion};
+pub use tokens::{TOKEN_DIALECTS, TokenDialect};

@@ -5,6 +5,7 @@ use gauntlet_schema::{Answer, StreamEvent, ToolCall, Usage};
 use serde_json::Value;
 
 use super::error::ClientError;
+use super::tokens::TokenCollector;
 
 /// A non-streamed chat completion.
 pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
@@ -38,6 +39,8 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
             tool_calls.push(ToolCall { name: name.to_owned(), arguments });
         }
     }
+    let mut tokens = TokenCollector::default();
+    tokens.add_choice(choice)?;
     Ok(Answer {
         content,
         reasoning,
@@ -47,6 +50,7 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
         server_timings: timings(v),
         timeline: Vec::new(),
         first_byte_seconds: None,
+        tokens: tokens.finish(false),
     })
 }
 
@@ -111,6 +115,7 @@ pub struct StreamAssembler {
     answer: Answer,
     done: bool,
     events: usize,
+    tokens: TokenCollector,
 }
 
 /// Longest single SSE line we buffer while waiting for its newline.
@@ -181,6 +186,7 @@ impl StreamAssembler {
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.answer.finish_reason = Some(reason.to_owned());
         }
+        self.tokens.add_choice(choice)?;
         self.answer.content.push_str(&content);
         self.answer.reasoning.push_str(&reasoning);
         self.answer.timeline.push(StreamEvent { t, content, reasoning });
@@ -199,6 +205,7 @@ impl StreamAssembler {
                 return Err(ClientError::MissingDone);
             }
         }
+        self.answer.tokens = self.tokens.finish(false);
         Ok(self.answer)
     }
 }
@@ -316,6 +323,28 @@ mod tests {
         assert!(s.feed(&big, 0.0).is_err());
         let mut s = StreamAssembler::default();
         assert!(s.feed(&[0xff, 0xfe, b'\n'], 0.0).unwrap_err().to_string().contains("UTF-8"));
+    }
+
+    #[test]
+    fn streamed_logprobs_become_the_answer_s_tokens_and_a_completion_s_too() {
+        // Chunks as llama.cpp's server streams them with `logprobs: true` (one token per chunk).
+        let chunk = |id: u64, t: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{t}\"}},\"logprobs\":{{\"content\":[{{\"id\":{id},\
+                 \"token\":\"{t}\",\"bytes\":[],\"logprob\":-0.5,\"top_logprobs\":[{{\"id\":{id},\"token\":\"{t}\",\
+                 \"logprob\":-0.5}}]}}]}}}}]}}\n\n"
+            )
+        };
+        let a = feed_all(&[&chunk(7, "Hi"), &chunk(8, "!"), "data: [DONE]\n\n"]).unwrap();
+        let t = a.tokens.unwrap();
+        assert_eq!((t.source, t.count), (gauntlet_schema::TokenSource::Ids, 2));
+        assert_eq!(t.items.iter().map(|t| t.id).collect::<Vec<_>>(), [Some(7), Some(8)]);
+        assert_eq!(t.items[1].text, "!");
+        let none = feed_all(&["data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n"]).unwrap();
+        assert_eq!(none.tokens, None, "not asked for here: the client marks text-only when the request asked");
+        let v = json!({"choices": [{"message": {"content": "x"},
+            "logprobs": {"content": [{"id": 3, "token": "x", "logprob": -0.1}]}}]});
+        assert_eq!(parse_completion(&v).unwrap().tokens.unwrap().items[0].id, Some(3));
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Losslessness: does run B say exactly what run A said (speculative decoding against plain decoding, two builds)?
-//! Per case: identical, or the first divergence (character index, and token index when both records carry token
-//! ids). A control run A′ (A's setup again) separates a real difference from nondeterminism: B ≠ A where A′ = A
-//! fails; a case where A′ itself differs from A is inconclusive. Records are read as raw JSON: every field is
-//! untrusted, and a token id that is not a non-negative integer (a JSON boolean, say) is refused, never coerced.
+//! Per case: identical, or the first divergence (character index, and the first divergent token when both records
+//! carry tokens, with the gap that tells a near-tie flip from a changed answer). A control run A′ (A's setup again) separates a real difference from nondeterminism: B ≠ A where A′ = A
+//! fails; a case where A′ itself differs from A is inconclusive. A near-tie flip in a case whose checks pass in B is
+//! `drift` (numerical noise), not a difference. Records are read as raw JSON: every field is untrusted, and a token
+//! id that is not a non-negative integer (a JSON boolean, say) is refused, never coerced. The work is linear in the
+//! records' size: cases are found through an index, never by a scan per case.
 
-use serde::Serialize;
+use std::collections::HashMap;
+
+use gauntlet_schema::tokens::{AnswerTokens, DivergenceClass, TokenDivergence, first_divergent_token};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::first_difference;
@@ -12,10 +17,14 @@ use super::first_difference;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseComparison {
     pub id: String,
-    /// identical · differs · inconclusive · missing
+    /// identical · differs · drift (a near-tie flip, checks pass) · inconclusive · missing
     pub status: String,
     pub char_index: Option<usize>,
-    pub token_index: Option<usize>,
+    /// Index (from 0) of the first token at which B parts from A, when both carry tokens.
+    pub first_divergent_token: Option<usize>,
+    /// Both tokens there and their gap in A's alternatives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_divergence: Option<TokenDivergence>,
     /// Whether the control agreed with A on this case (None without a control).
     pub control_identical: Option<bool>,
     pub detail: String,
@@ -31,7 +40,8 @@ pub struct Lossless {
 
 struct Answer {
     text: Option<String>,
-    tokens: Option<Vec<u64>>,
+    tokens: Option<AnswerTokens>,
+    passed: bool,
 }
 
 /// `case id → answer` of a run record, in the record's order.
@@ -41,35 +51,39 @@ fn answers(run: &Value, name: &str) -> Result<Vec<(String, Answer)>, String> {
     let mut out = Vec::new();
     for (i, c) in cases.iter().enumerate() {
         let id = c["id"].as_str().ok_or_else(|| format!("{name}: cases[{i}] has no string `id`"))?;
-        let tokens = match &c["answer"]["token_ids"] {
+        let tokens = match &c["answer"]["tokens"] {
             Value::Null => None,
-            Value::Array(items) => Some(
-                items
-                    .iter()
-                    .enumerate()
-                    .map(|(j, t)| match t {
-                        Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
-                        Value::Bool(_) => {
-                            Err(format!("{name}: case `{id}` token_ids[{j}] is a boolean, not a token id"))
-                        }
-                        other => Err(format!("{name}: case `{id}` token_ids[{j}] is {other}, not a token id")),
-                    })
-                    .collect::<Result<Vec<u64>, String>>()?,
+            v => Some(
+                AnswerTokens::deserialize(v)
+                    .map_err(|e| format!("{name}: case `{id}` answer.tokens is malformed: {e}"))?,
             ),
-            other => return Err(format!("{name}: case `{id}` token_ids is {other}, not an array")),
         };
         let text = match &c["observed"] {
             Value::String(s) => Some(s.clone()),
             Value::Null => None,
             other => return Err(format!("{name}: case `{id}` observed is {other}, not a string")),
         };
-        out.push((id.to_owned(), Answer { text, tokens }));
+        out.push((id.to_owned(), Answer { text, tokens, passed: c["status"] == "pass" }));
     }
     Ok(out)
 }
 
+/// Same text, and the same tokens where both recorded them.
 fn same(a: &Answer, b: &Answer) -> Option<bool> {
-    Some(a.text.as_ref()? == b.text.as_ref()? && a.tokens == b.tokens)
+    let tokens_agree = match (&a.tokens, &b.tokens) {
+        (Some(x), Some(y)) => first_divergent_token(x, y).is_none(),
+        _ => true,
+    };
+    Some(a.text.as_ref()? == b.text.as_ref()? && tokens_agree)
+}
+
+/// Case id → position, the first of each id.
+fn index(v: &[(String, Answer)]) -> HashMap<&str, usize> {
+    let mut m = HashMap::with_capacity(v.len());
+    for (i, (id, _)) in v.iter().enumerate() {
+        m.entry(id.as_str()).or_insert(i);
+    }
+    m
 }
 
 pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossless, String> {
@@ -86,49 +100,57 @@ pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossles
     }
     let (av, bv) = (answers(a, "A")?, answers(b, "B")?);
     let cv = control.map(|c| answers(c, "control")).transpose()?;
+    let (b_index, c_index) = (index(&bv), cv.as_deref().map(index));
     let mut cases = Vec::new();
     for (id, ans_a) in &av {
-        let find = |v: &[(String, Answer)]| v.iter().position(|(x, _)| x == id);
-        let control_identical = cv.as_ref().map(|cv| find(cv).and_then(|i| same(ans_a, &cv[i].1)).unwrap_or(false));
+        let control_identical = cv
+            .as_ref()
+            .zip(c_index.as_ref())
+            .map(|(cv, ci)| ci.get(id.as_str()).and_then(|i| same(ans_a, &cv[*i].1)).unwrap_or(false));
         let missing = |detail: String| CaseComparison {
             id: id.clone(),
             status: "missing".into(),
             char_index: None,
-            token_index: None,
+            first_divergent_token: None,
+            token_divergence: None,
             control_identical,
             detail,
         };
-        let Some(bi) = find(&bv) else {
+        let Some(bi) = b_index.get(id.as_str()) else {
             cases.push(missing("B has no such case".into()));
             continue;
         };
-        let ans_b = &bv[bi].1;
+        let ans_b = &bv[*bi].1;
         let (Some(ta), Some(tb)) = (&ans_a.text, &ans_b.text) else {
             let who = if ans_a.text.is_none() { "A" } else { "B" };
             cases.push(missing(format!("{who} has no answer for it")));
             continue;
         };
         let char_index = first_difference(ta, tb);
-        let token_index = match (&ans_a.tokens, &ans_b.tokens) {
-            (Some(x), Some(y)) if x != y => {
-                Some(x.iter().zip(y).position(|(p, q)| p != q).unwrap_or(x.len().min(y.len())))
-            }
+        let token_divergence = match (&ans_a.tokens, &ans_b.tokens) {
+            (Some(x), Some(y)) => first_divergent_token(x, y),
             _ => None,
         };
-        let differs = char_index.is_some() || token_index.is_some();
+        let differs = char_index.is_some() || token_divergence.is_some();
+        let near_tie = token_divergence.as_ref().is_some_and(|d| d.class == DivergenceClass::NearTie);
+        let at = token_divergence.as_ref().map(|d| format!(" at {}", d.describe())).unwrap_or_default();
         let (status, detail) = match (differs, control_identical) {
             (false, _) => ("identical", String::new()),
             (true, Some(false)) => {
                 ("inconclusive", "the control run differs from A here too: A is not deterministic".into())
             }
-            (true, Some(true)) => ("differs", "B differs where the control reproduced A".into()),
-            (true, None) => ("differs", "B differs (no control run: nondeterminism is not ruled out)".into()),
+            (true, _) if near_tie && ans_b.passed => {
+                ("drift", format!("numerical drift: a near-tie flip{at}; B's checks pass"))
+            }
+            (true, Some(true)) => ("differs", format!("B differs{at} where the control reproduced A")),
+            (true, None) => ("differs", format!("B differs{at} (no control run: nondeterminism is not ruled out)")),
         };
         cases.push(CaseComparison {
             id: id.clone(),
             status: status.into(),
             char_index,
-            token_index,
+            first_divergent_token: token_divergence.as_ref().map(|d| d.index),
+            token_divergence,
             control_identical,
             detail,
         });

@@ -3,7 +3,8 @@
 
 pub mod lossless;
 
-use gauntlet_schema::{CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds};
+use gauntlet_schema::tokens::{DivergenceClass, first_divergent_token};
+use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds, TokenDivergence};
 
 // Pure helpers shared with identity, reports and qualification: the schema crate's, re-exported so that callers
 // keep their path.
@@ -67,12 +68,7 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         if let (Some(a), Some(b)) = (&old.observed, &case.observed)
             && let Some(at) = first_difference(a, b)
         {
-            out.push(Finding {
-                kind: FindingKind::TextDrift,
-                severity: Severity::Warn,
-                message: format!("text differs from the baseline at char {at}"),
-                case: Some(case.id.clone()),
-            });
+            out.push(text_drift(old, case, at));
         }
     }
     let severity = if regressions.len() as u32 >= t.fail_regressions { Severity::Fail } else { Severity::Warn };
@@ -128,6 +124,30 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
         });
     }
     out
+}
+
+/// A changed answer, traced to its first divergent token when both records carry tokens. A near-tie flip (the two
+/// candidates within [`gauntlet_schema::tokens::NEAR_TIE_NATS`] in the baseline's alternatives) in a case that still passes is numerical
+/// drift, a note; any other change is text drift, a warning. A case that now fails is a regression either way.
+fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize) -> Finding {
+    let divergence = token_divergence(old, case);
+    let near_tie = divergence.as_ref().is_some_and(|d| d.class == DivergenceClass::NearTie);
+    let (kind, severity, what) = if near_tie && case.status == CaseStatus::Pass {
+        (FindingKind::NumericalDrift, Severity::Info, "numerical drift: text differs from the baseline")
+    } else {
+        (FindingKind::TextDrift, Severity::Warn, "text differs from the baseline")
+    };
+    let message = match divergence {
+        Some(d) => format!("{what} at char {at}, {}", d.describe()),
+        None => format!("{what} at char {at}"),
+    };
+    Finding { kind, severity, message, case: Some(case.id.clone()) }
+}
+
+/// The first token at which `case` parts from `old`, when both answers carry tokens.
+pub fn token_divergence(old: &CaseRecord, case: &CaseRecord) -> Option<TokenDivergence> {
+    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, case.answer.as_ref()?.tokens.as_ref()?);
+    first_divergent_token(a, b)
 }
 
 /// A load that is slower by less than this is scheduling noise, whatever the ratio: a 20 ms load taking 110 ms on a

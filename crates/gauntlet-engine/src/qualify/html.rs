@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::{BASELINE_FILE, MONITOR_FILE, Qualification, StageStatus, drift};
 use crate::bench::metrics;
 use crate::run::{BenchRecord, Level};
+use gauntlet_schema::determinism::{DETERMINISM_FILE, DeterminismMatrix, RowVerdict};
 
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 260.0;
@@ -232,6 +233,43 @@ fn none(html: &mut String, why: &str) {
     let _ = writeln!(html, "<p class=\"none\">{}</p>", escape(why));
 }
 
+/// One row per condition of R3's matrix: its verdict and its first divergence (server text, escaped).
+fn determinism_section(html: &mut String, dir: &Path, q: &Qualification) {
+    if q.stage("R3").is_none_or(|s| !matches!(s.status, StageStatus::Pass | StageStatus::Fail)) {
+        return none(html, "R3 did not run: no matrix");
+    }
+    let parsed = read(dir, DETERMINISM_FILE).and_then(|t| {
+        serde_json::from_str::<DeterminismMatrix>(&t).map_err(|e| format!("`{DETERMINISM_FILE}` is not a matrix ({e})"))
+    });
+    let m = match parsed {
+        Ok(m) => m,
+        Err(why) => return none(html, &why),
+    };
+    let _ = writeln!(
+        html,
+        "<p>Each answer against the one it must equal; a flip between candidates closer than {} nats in the \
+         reference's alternatives is a near-tie (numerical drift). Concurrent copies: {}.</p>",
+        m.near_tie_nats, m.concurrency
+    );
+    html.push_str("<table><tr><th>Row</th><th>Compares</th><th>Verdict</th><th>First divergence</th></tr>\n");
+    for r in &m.rows {
+        let class = match r.verdict {
+            RowVerdict::Identical | RowVerdict::NearTieOnly => "pass",
+            RowVerdict::NotRun => "not-run",
+            RowVerdict::Diverged | RowVerdict::Failed => "fail",
+        };
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td></tr>",
+            escape(r.row.as_str()),
+            escape(&r.what),
+            escape(r.verdict.as_str()),
+            escape(r.first_divergence.as_deref().unwrap_or("—"))
+        );
+    }
+    html.push_str("</table>\n");
+}
+
 /// The latency-distribution plots of a stage file holding `levels` (R4 or R5).
 fn latency_section(html: &mut String, dir: &Path, stage: &str, file: &str) {
     let _ = writeln!(html, "<h3>{stage}: <code>{}</code></h3>", escape(file));
@@ -412,6 +450,8 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
         }
         html.push_str("</ul>\n");
     }
+    html.push_str("<h2>Determinism matrix (R3)</h2>\n");
+    determinism_section(&mut html, dir, q);
     html.push_str("<h2>Latency distributions per concurrency</h2>\n");
     for row in ["R4", "R5"].iter().filter_map(|id| q.stage(id)) {
         let stage = row.id.as_str();

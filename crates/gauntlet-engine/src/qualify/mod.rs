@@ -46,14 +46,12 @@ pub use decision::{decision, fold};
 pub(crate) use r1_correctness::correctness_failures;
 pub(crate) use r2_quality::quality_verdict;
 pub use r2_quality::{QualityItem, quality_problems};
-pub use r3_determinism::DeterminismCase;
-pub(crate) use r3_determinism::{determinism_failures, is_deterministic};
 
 use monitor::Monitor;
 use r0_provenance::provenance;
 use r1_correctness::correctness;
 use r2_quality::quality;
-use r3_determinism::determinism;
+use r3_determinism::{Restart, determinism};
 use r4_r5_bench::{performance, saturation};
 use r6_drift::resource_drift;
 
@@ -69,7 +67,7 @@ pub const STAGE_INFO: [(&str, &str, &str); 8] = [
     ("R0", "provenance: model, device, source tree, build, command, readiness", "r0-identity.json"),
     ("R1", "correctness suite at concurrency 1", "r1-correctness.json"),
     ("R2", "quality floor on a gold-scored set", "r2-quality.json"),
-    ("R3", "determinism at max concurrency (identical answers)", "r3-determinism.json"),
+    ("R3", "determinism matrix: repeat, concurrent, stream, prefix cache, restart", "r3-determinism.json"),
     ("R4", "saturation: concurrency 1, 2 and max", "r4-saturation.json"),
     ("R5", "performance samples against the matching baseline", "r5-performance.json"),
     ("R6", "health and resource drift, kernel log", "r6-drift.json"),
@@ -348,7 +346,8 @@ pub fn run_qualify(
 
     // R1–R5 on the same server, its health checked before each.
     let mut dead: Option<String> = None;
-    let mut r1_answers: Vec<(String, Option<String>)> = Vec::new();
+    // Samples of monitors stopped before the end (R3 pauses it around its restart).
+    let mut samples_before = 0usize;
     for id in ["R1", "R2", "R3", "R4", "R5"] {
         if bundle.report.stage(id).is_none_or(|s| s.status != StageStatus::Pending) {
             continue;
@@ -372,7 +371,17 @@ pub fn run_qualify(
             match id {
                 "R1" => correctness(&client, profile).await,
                 "R2" => quality(&client, profile).await,
-                "R3" => determinism(&client, profile, &r1_answers).await,
+                "R3" => {
+                    let restart = Restart {
+                        session: session.as_mut(),
+                        monitor: &mut monitor,
+                        samples_taken: &mut samples_before,
+                        dir,
+                        base_url: &base_url,
+                        clock,
+                    };
+                    determinism(&client, profile, restart).await
+                }
                 "R4" => saturation(&client, profile, session.as_mut().and_then(Session::process_mut), reporter).await,
                 _ => {
                     performance(
@@ -399,17 +408,6 @@ pub fn run_qualify(
                 true,
             ),
         };
-        if id == "R1" {
-            r1_answers = outcome.data["cases"]
-                .as_array()
-                .map(|cases| {
-                    cases
-                        .iter()
-                        .map(|c| (c["id"].as_str().unwrap_or("").to_owned(), c["observed"].as_str().map(str::to_owned)))
-                        .collect()
-                })
-                .unwrap_or_default();
-        }
         bundle.finish(id, began, outcome, timed_out, reporter)?;
         if let Some(status) = session.as_mut().and_then(Session::exited) {
             dead = Some(format!("exited ({})", crate::server::describe_exit(status)));
@@ -417,7 +415,7 @@ pub fn run_qualify(
     }
 
     // Down: the monitor stops just before R6, then the server.
-    let samples_taken = monitor.map(Monitor::stop).unwrap_or(0);
+    let samples_taken = samples_before + monitor.map(Monitor::stop).unwrap_or(0);
     drop(rt);
     let (stop, sentry, sentry_findings) = match session {
         Some(s) => {

@@ -1,86 +1,248 @@
-//! R3, determinism: each case asked by concurrent copies, and the byte-identity rule `verify` recomputes.
-//! One sample is never evidence.
+//! R3, determinism: the matrix. Every case of the suite (tool calls and repeats aside) is asked once as the
+//! reference, then under five conditions, each a row: `repeat` (the same request again, its prompt now cached),
+//! `concurrent` (N copies at once, N = `max_concurrency`), `stream` (streamed instead of not), `prefix-cache` (the
+//! kind's cache switch off, against the reference asked with the cache on) and `restart` (after the session restarts the server). Each
+//! answer is compared with the one it must equal down to the first divergent token; a row is identical, near-tie
+//! flips only (numerical drift), diverged or failed. The matrix goes to `determinism.json`, and its rule
+//! ([`gauntlet_schema::determinism::row_verdict`], [`matrix_failures`]) is what `verify` recomputes. One sample is
+//! never evidence: an empty or missing answer fails its row.
 
+use std::path::Path;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use gauntlet_schema::AnswerTokens;
+use gauntlet_schema::determinism::{
+    Comparison, ComparisonOutcome, DETERMINISM_FILE, DETERMINISM_VERSION, DeterminismMatrix, DeterminismRow, MatrixRow,
+    matrix_failures, row_verdict,
+};
+use gauntlet_schema::tokens::{NEAR_TIE_NATS, first_divergent_token};
+use serde_json::{Value, json};
 
 use super::Outcome;
-use crate::client::Client;
+use super::monitor::Monitor;
+use crate::client::{Client, TokenDialect};
 use crate::manifest::Profile;
+use crate::session::Session;
+use crate::suite::{Case, evaluate, observed_text};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeterminismCase {
-    pub id: String,
-    /// One per concurrent copy; None where the request failed.
-    pub answers: Vec<Option<String>>,
-    pub errors: Vec<String>,
-    pub deterministic: bool,
-    /// Whether the copies equal R1's concurrency-1 answer (information: batching may legitimately change numerics).
-    pub matches_c1: Option<bool>,
+/// What the restart row needs: the session that restarts its server, and the monitor that must not count the
+/// planned restart as a health failure (it is stopped before and started again on the new process).
+pub(super) struct Restart<'a> {
+    pub session: Option<&'a mut Session>,
+    pub monitor: &'a mut Option<Monitor>,
+    /// Samples the monitors stopped here took.
+    pub samples_taken: &'a mut usize,
+    pub dir: &'a Path,
+    pub base_url: &'a str,
+    pub clock: Instant,
 }
 
-pub(super) async fn determinism(client: &Client, profile: &Profile, c1: &[(String, Option<String>)]) -> Outcome {
+/// One answer as R3 keeps it.
+#[derive(Debug, Clone, Default)]
+struct Asked {
+    text: Option<String>,
+    tokens: Option<AnswerTokens>,
+    checks_pass: Option<bool>,
+    error: Option<String>,
+}
+
+async fn ask(client: &Client, profile: &Profile, case: &Case, body: &Value) -> Asked {
+    let deadline = Instant::now() + profile.request_timeout;
+    match client.chat(body, deadline).await {
+        Ok(a) => Asked {
+            text: Some(observed_text(&a)),
+            checks_pass: Some(evaluate(&case.check, &a).iter().all(|c| c.passed)),
+            tokens: a.tokens,
+            error: None,
+        },
+        Err(e) => Asked { error: Some(e.to_string()), ..Asked::default() },
+    }
+}
+
+fn compare(case: &str, copy: usize, expected: &Asked, got: &Asked) -> Comparison {
+    let token = match (&expected.tokens, &got.tokens) {
+        (Some(a), Some(b)) => first_divergent_token(a, b),
+        _ => None,
+    };
+    let error = match (&expected.error, &got.error) {
+        (Some(e), _) => Some(format!("the answer to compare with failed: {e}")),
+        (None, Some(e)) => Some(e.clone()),
+        _ => None,
+    };
+    let mut c = Comparison {
+        case: case.to_owned(),
+        copy,
+        outcome: ComparisonOutcome::Failed,
+        expected: expected.text.clone(),
+        got: got.text.clone(),
+        char_index: None,
+        token,
+        checks_same: expected.checks_pass == got.checks_pass,
+        error,
+    };
+    (c.outcome, c.char_index) = c.recompute();
+    c
+}
+
+fn row(row: MatrixRow, what: &str, comparisons: Vec<Comparison>, not_run: Option<String>) -> DeterminismRow {
+    let verdict = row_verdict(&comparisons);
+    let first_divergence = match not_run {
+        Some(why) => Some(why),
+        None => comparisons.iter().find(|c| c.outcome != ComparisonOutcome::Identical).map(Comparison::describe),
+    };
+    DeterminismRow { row, what: what.into(), verdict, first_divergence, comparisons }
+}
+
+/// The request R3 sends for a case: not streamed, asking for tokens.
+fn body(case: &Case, profile: &Profile, dialect: &TokenDialect) -> Value {
+    let mut b = case.request_body(&profile.request_model);
+    if let Value::Object(m) = &mut b {
+        m.insert("stream".into(), json!(false));
+        m.remove("stream_options");
+    }
+    dialect.ask_for_tokens(&mut b);
+    b
+}
+
+fn streamed(mut b: Value) -> Value {
+    if let Value::Object(m) = &mut b {
+        m.insert("stream".into(), json!(true));
+        m.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    b
+}
+
+pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Restart<'_>) -> Outcome {
     let n = profile.qualify.max_concurrency;
-    let mut cases = Vec::new();
-    for case in &profile.suite.cases {
-        let body = case.request_body(&profile.request_model);
-        let deadline = Instant::now() + profile.request_timeout;
-        let copies = (0..n).map(|_| client.chat(&body, deadline));
-        let results = futures_util::future::join_all(copies).await;
-        let mut answers = Vec::new();
-        let mut errors = Vec::new();
-        for r in results {
-            match r {
-                Ok(a) => answers.push(Some(crate::suite::observed_text(&a))),
-                Err(e) => {
-                    answers.push(None);
-                    errors.push(e.to_string());
-                }
-            }
+    let dir = restart.dir.to_path_buf();
+    let dialect = TokenDialect::default_engine();
+    // Tool calls cannot be streamed, and a repeat case is its source's request again.
+    let cases: Vec<&Case> = profile.suite.cases.iter().filter(|c| c.tools.is_none() && c.repeat_of.is_none()).collect();
+    let mut rows: Vec<(MatrixRow, Vec<Comparison>)> = MatrixRow::ALL.iter().map(|r| (*r, Vec::new())).collect();
+    let mut push = |r: MatrixRow, c: Comparison| {
+        if let Some((_, v)) = rows.iter_mut().find(|(x, _)| *x == r) {
+            v.push(c);
         }
-        let reference = c1.iter().find(|(id, _)| id == &case.id).and_then(|(_, o)| o.as_deref());
-        let matches_c1 = reference.map(|r| answers.iter().all(|a| a.as_deref() == Some(r)));
-        cases.push(DeterminismCase {
-            id: case.id.clone(),
-            deterministic: is_deterministic(&answers),
-            answers,
-            errors,
-            matches_c1,
-        });
+    };
+    let mut cache_switch = true;
+    let mut references = Vec::new();
+    for case in &cases {
+        let plain = body(case, profile, dialect);
+        let reference = ask(client, profile, case, &plain).await;
+        let warm = ask(client, profile, case, &plain).await;
+        push(MatrixRow::Repeat, compare(&case.id, 0, &reference, &warm));
+        let mut cold_body = plain.clone();
+        cache_switch = dialect.skip_prompt_cache(&mut cold_body);
+        if cache_switch {
+            let cold = ask(client, profile, case, &cold_body).await;
+            push(MatrixRow::PrefixCache, compare(&case.id, 0, &reference, &cold));
+        }
+        let stream = ask(client, profile, case, &streamed(plain.clone())).await;
+        push(MatrixRow::Stream, compare(&case.id, 0, &reference, &stream));
+        let copies = futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain))).await;
+        for (i, copy) in copies.iter().enumerate() {
+            push(MatrixRow::Concurrent, compare(&case.id, i, &reference, copy));
+        }
+        references.push((case, plain, reference));
     }
-    let failures = determinism_failures(&cases);
-    let ok = cases.iter().filter(|c| c.deterministic).count();
-    let summary = format!("{ok}/{} cases identical across {n} concurrent copies", cases.len());
-    Outcome::judged(failures, summary, json!({"concurrency": n, "cases": cases}))
-}
-
-/// At least two answers, none failed, none empty, all byte-identical. One sample is never evidence.
-pub(crate) fn is_deterministic(answers: &[Option<String>]) -> bool {
-    answers.len() >= 2
-        && answers.iter().all(|a| a.as_deref().is_some_and(|t| !t.is_empty()))
-        && answers.windows(2).all(|w| w[0] == w[1])
-}
-
-pub(crate) fn determinism_failures(cases: &[DeterminismCase]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for c in cases.iter().filter(|c| !c.deterministic) {
-        let texts: Vec<&str> = c.answers.iter().map(|a| a.as_deref().unwrap_or("")).collect();
-        let why = if !c.errors.is_empty() {
-            format!("{} request(s) failed: {}", c.errors.len(), c.errors[0])
-        } else if texts.iter().any(|t| t.is_empty()) {
-            "an empty answer is no evidence of determinism".into()
-        } else if texts.len() < 2 {
-            "one sample is no evidence of determinism".into()
-        } else {
-            let at = texts.windows(2).find_map(|w| gauntlet_schema::diff::first_difference(w[0], w[1])).unwrap_or(0);
-            format!("concurrent copies differ at char {at}")
-        };
-        failures.push(format!("case `{}`: {why}", c.id));
-    }
+    let restart_not_run = match restart_server(profile, restart).await {
+        Ok(()) => {
+            for (case, plain, reference) in &references {
+                let again = ask(client, profile, case, plain).await;
+                push(MatrixRow::Restart, compare(&case.id, 0, reference, &again));
+            }
+            None
+        }
+        Err(why) => Some(why),
+    };
+    let matrix = DeterminismMatrix {
+        determinism_version: DETERMINISM_VERSION,
+        near_tie_nats: NEAR_TIE_NATS,
+        concurrency: n,
+        rows: rows
+            .into_iter()
+            .map(|(r, comparisons)| {
+                let (what, not_run) = match r {
+                    MatrixRow::Repeat => ("the same request again, its prompt cached, against the reference", None),
+                    MatrixRow::Concurrent => ("concurrent identical requests against the reference", None),
+                    MatrixRow::Stream => ("streamed against not streamed (the reference)", None),
+                    MatrixRow::PrefixCache => (
+                        "prompt cache off (cold) against the reference (cache on)",
+                        (!cache_switch).then(|| format!("{} has no per-request prompt-cache switch", dialect.engine)),
+                    ),
+                    MatrixRow::Restart => ("after a server restart against the reference", restart_not_run.clone()),
+                };
+                row(r, what, comparisons, not_run)
+            })
+            .collect(),
+    };
+    let mut failures = matrix_failures(&matrix);
     if cases.is_empty() {
-        failures.push("the suite has no cases: no evidence".into());
+        failures.push("the suite has no case R3 can ask (tool calls and repeats aside): no evidence".into());
     }
-    failures
+    let summary = matrix
+        .rows
+        .iter()
+        .map(|r| format!("{} {}", r.row.as_str(), r.verdict.as_str()))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let written = crate::util::write_atomic(
+        &dir.join(DETERMINISM_FILE),
+        &serde_json::to_vec_pretty(&matrix).expect("serializable"),
+    );
+    if let Err(e) = written {
+        failures.push(format!("{DETERMINISM_FILE} could not be written: {e}"));
+    }
+    let rows: Vec<Value> = matrix
+        .rows
+        .iter()
+        .map(|r| json!({"row": r.row, "verdict": r.verdict, "first_divergence": r.first_divergence}))
+        .collect();
+    Outcome::judged(
+        failures,
+        format!("{summary} ({} cases, {n} concurrent copies)", cases.len()),
+        json!({"matrix_file": DETERMINISM_FILE, "concurrency": n, "near_tie_nats": NEAR_TIE_NATS, "rows": rows}),
+    )
+}
+
+/// Restarts a spawned server through the session, the monitor paused around it. An attached server is not
+/// gauntlet's to restart: the row does not run, and says why.
+async fn restart_server(profile: &Profile, r: Restart<'_>) -> Result<(), String> {
+    let Some(session) = r.session else { return Err("no session: the server was never started".into()) };
+    if !session.spawned() {
+        return Err("attached: gauntlet did not start this server, so it does not restart it".into());
+    }
+    if let Some(m) = r.monitor.take() {
+        *r.samples_taken += m.stop();
+    }
+    let restarted = session.restart(profile, &r.dir.join("server-restarted.log")).await;
+    if session.exited().is_none() {
+        *r.monitor = Some(Monitor::start(profile, r.dir, r.base_url, session.api_key.clone(), session.pid(), r.clock));
+    }
+    restarted.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gauntlet_schema::determinism::RowVerdict;
+
+    fn asked(text: &str) -> Asked {
+        Asked { text: Some(text.into()), checks_pass: Some(true), ..Asked::default() }
+    }
+
+    #[test]
+    fn comparisons_without_tokens_diverge_and_failures_say_which_side() {
+        let c = compare("c", 0, &asked("a b"), &asked("a b"));
+        assert_eq!(c.outcome, ComparisonOutcome::Identical);
+        let c = compare("c", 1, &asked("a b"), &asked("a c"));
+        assert_eq!((c.outcome, c.char_index), (ComparisonOutcome::Diverged, Some(2)));
+        assert_eq!(c.describe(), "case `c` (copy 1): differs at char 2 (no tokens to tell a near-tie)");
+        let failed = Asked { error: Some("timed out".into()), ..Asked::default() };
+        let c = compare("c", 0, &asked("a"), &failed);
+        assert_eq!((c.outcome, c.describe()), (ComparisonOutcome::Failed, "case `c`: failed: timed out".into()));
+        let c = compare("c", 0, &failed, &asked("a"));
+        assert!(c.describe().contains("the answer to compare with failed"), "{}", c.describe());
+        assert_eq!(row(MatrixRow::Stream, "", vec![c], None).verdict, RowVerdict::Failed);
+    }
 }

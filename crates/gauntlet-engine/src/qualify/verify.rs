@@ -7,15 +7,18 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{
-    BASELINE_FILE, DeterminismCase, EvidenceFile, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION,
-    Qualification, QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, determinism_failures,
-    drift, fold, is_deterministic, quality_problems, quality_verdict, words,
+    BASELINE_FILE, EvidenceFile, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
+    QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, drift, fold, quality_problems,
+    quality_verdict, words,
 };
 use crate::manifest::{QualifySettings, QualitySet};
 use crate::run::{BenchRecord, Level, Workload};
 use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError};
 use gauntlet_schema::IdentityRecord;
 use gauntlet_schema::bench::Call;
+use gauntlet_schema::determinism::{
+    DETERMINISM_FILE, DETERMINISM_VERSION, DeterminismMatrix, matrix_failures, row_verdict,
+};
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
 const NOT_HASHED: [&str; 4] = [REPORT_FILE, "qualification.md", MANIFEST_FILE, HTML_FILE];
@@ -140,7 +143,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
             "R0" => r0(&file, &snapshot, &report, &mut problems),
             "R1" => r1(&file, &snapshot, &mut problems),
             "R2" => r2(dir, &file, &settings, &mut problems),
-            "R3" => r3(&file, &mut problems),
+            "R3" => r3(dir, &file, &mut problems),
             "R4" => {
                 levels(&file, "R4", &mut problems);
                 None
@@ -237,16 +240,61 @@ fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
     Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }
 
-fn r3(file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
-    let cases: Vec<DeterminismCase> = parse(&file["cases"], "r3-determinism.json: cases", problems)?;
-    for c in &cases {
-        if c.deterministic != is_deterministic(&c.answers) {
-            problems.push(format!("r3-determinism.json: case `{}` says deterministic = {}", c.id, c.deterministic));
+/// R3: every comparison's outcome and divergence index again from its texts, every row's verdict from its
+/// comparisons, the stage file's rows equal to the matrix's, and the stage's status from the matrix rule.
+fn r3(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
+    let name = file["matrix_file"].as_str().unwrap_or(DETERMINISM_FILE);
+    if name != DETERMINISM_FILE {
+        problems.push(format!("r3-determinism.json: names `{name}` as its matrix, not {DETERMINISM_FILE}"));
+        return None;
+    }
+    let raw = read_json(dir, DETERMINISM_FILE, problems)?;
+    let mut matrix: DeterminismMatrix = parse(&raw, DETERMINISM_FILE, problems)?;
+    if matrix.determinism_version != DETERMINISM_VERSION {
+        problems.push(format!(
+            "{DETERMINISM_FILE}: determinism_version {} is not readable here",
+            matrix.determinism_version
+        ));
+        return None;
+    }
+    let stored_rows: Vec<(String, String)> = file["rows"]
+        .as_array()
+        .map(|rows| rows.iter().map(|r| (r["row"].to_string(), r["verdict"].to_string())).collect())
+        .unwrap_or_default();
+    let matrix_rows: Vec<(String, String)> =
+        matrix.rows.iter().map(|r| (json_word(&r.row), json_word(&r.verdict))).collect();
+    if stored_rows != matrix_rows {
+        problems.push(format!(
+            "r3-determinism.json: its rows {stored_rows:?} are not {DETERMINISM_FILE}'s {matrix_rows:?}"
+        ));
+    }
+    for r in &mut matrix.rows {
+        for c in &r.comparisons {
+            let (outcome, at) = c.recompute();
+            if (outcome, at) != (c.outcome, c.char_index) {
+                problems.push(format!(
+                    "{DETERMINISM_FILE}: row {} case `{}` copy {} says {:?} at {:?}; its texts give {outcome:?} at {at:?}",
+                    r.row.as_str(), c.case, c.copy, c.outcome, c.char_index
+                ));
+            }
+        }
+        let again = row_verdict(&r.comparisons);
+        // A row that did not run has no comparisons either way; its stored reason stands.
+        if again != r.verdict {
+            problems.push(format!(
+                "{DETERMINISM_FILE}: row {} says {} but its comparisons give {}",
+                r.row.as_str(),
+                r.verdict.as_str(),
+                again.as_str()
+            ));
+            r.verdict = again;
         }
     }
-    let recomputed: Vec<DeterminismCase> =
-        cases.into_iter().map(|c| DeterminismCase { deterministic: is_deterministic(&c.answers), ..c }).collect();
-    Some(if determinism_failures(&recomputed).is_empty() { StageStatus::Pass } else { StageStatus::Fail })
+    Some(if matrix_failures(&matrix).is_empty() { StageStatus::Pass } else { StageStatus::Fail })
+}
+
+fn json_word<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v).map(|v| v.to_string()).unwrap_or_default()
 }
 
 /// Recomputes every level's metrics and per-batch samples from its raw batches; they must be equal.

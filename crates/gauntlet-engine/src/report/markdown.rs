@@ -73,7 +73,7 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
             status_word(c),
             tokens(c),
             c.seconds.map(|v| format!("{v:.2}")).unwrap_or_else(|| "—".into()),
-            versus(c, old),
+            text(&versus(c, old)),
             text(&detail(c)),
         );
     }
@@ -133,10 +133,19 @@ fn versus(c: &CaseRecord, old: Option<&CaseRecord>) -> String {
     match (old.and_then(|o| o.observed.as_deref()), c.observed.as_deref()) {
         (Some(a), Some(b)) => match first_difference(a, b) {
             None => "same text".into(),
-            Some(at) => format!("differs at char {at}"),
+            // At the token where it turned, when both answers carry tokens: a near-tie flip or a changed answer.
+            Some(at) => match old.and_then(|o| divergence(o, c)) {
+                Some(d) => format!("differs at {}", d.describe()),
+                None => format!("differs at char {at}"),
+            },
         },
         _ => "—".into(),
     }
+}
+
+fn divergence(old: &CaseRecord, c: &CaseRecord) -> Option<gauntlet_schema::TokenDivergence> {
+    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, c.answer.as_ref()?.tokens.as_ref()?);
+    gauntlet_schema::tokens::first_divergent_token(a, b)
 }
 
 pub(crate) fn detail(c: &CaseRecord) -> String {

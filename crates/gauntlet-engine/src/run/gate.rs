@@ -5,13 +5,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
-    Answer, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION, RunRecord,
-    ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
+    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION,
+    RunRecord, ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
 };
 use serde_json::Value;
 
 use crate::build::BuildOutcome;
-use crate::client::{Client, ClientError};
+use crate::client::{Client, ClientError, TokenDialect};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::describe_exit;
@@ -88,7 +88,12 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             record.skip_reason = Some(reason.into());
         } else {
             let deadline = (now + profile.request_timeout).min(budget_deadline);
-            let source = source_observed.as_ref().and_then(|s| s.as_deref());
+            let source_tokens = case
+                .repeat_of
+                .as_ref()
+                .and_then(|src| cases.iter().find(|c| &c.id == src))
+                .and_then(|c| c.answer.as_ref()?.tokens.clone());
+            let source = source_observed.as_ref().and_then(|s| s.as_deref()).map(|s| (s, source_tokens.as_ref()));
             if let Err(e) = rt.block_on(answer_case(&client, case, &mut record, source, deadline)) {
                 if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
                     over_budget = true;
@@ -212,15 +217,18 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     Ok(record)
 }
 
-/// A case's record before it is asked: skipped until [`answer_case`] says otherwise.
+/// A case's record before it is asked: skipped until [`answer_case`] says otherwise. The request asks for token ids
+/// and alternatives, so that a changed answer can be traced to the token where it turned.
 pub(crate) fn new_case_record(case: &Case, request_model: &str) -> CaseRecord {
+    let mut request = case.request_body(request_model);
+    TokenDialect::default_engine().ask_for_tokens(&mut request);
     CaseRecord {
         id: case.id.clone(),
         status: CaseStatus::Skipped,
         skip_reason: None,
         repeat_of: case.repeat_of.clone(),
         stream: case.stream,
-        request: case.request_body(request_model),
+        request,
         answer: None,
         error: None,
         seconds: None,
@@ -234,7 +242,7 @@ pub(crate) async fn answer_case(
     client: &Client,
     case: &Case,
     record: &mut CaseRecord,
-    source_observed: Option<&str>,
+    source: Option<(&str, Option<&AnswerTokens>)>,
     deadline: Instant,
 ) -> Result<(), ClientError> {
     let sent = Instant::now();
@@ -243,8 +251,8 @@ pub(crate) async fn answer_case(
     match result {
         Ok(answer) => {
             let observed = observed_text(&answer);
-            record.checks = match source_observed {
-                Some(src) => vec![repeat_check(src, &observed)],
+            record.checks = match source {
+                Some((src, tokens)) => vec![repeat_check(src, tokens, &observed, answer.tokens.as_ref())],
                 None => evaluate(&case.check, &answer),
             };
             record.status = if record.checks.iter().all(|c| c.passed) { CaseStatus::Pass } else { CaseStatus::Fail };
@@ -260,14 +268,28 @@ pub(crate) async fn answer_case(
     }
 }
 
-fn repeat_check(source: &str, observed: &str) -> CheckResult {
+/// A repeat must say exactly what its source said; where it does not, the first divergent token tells a near-tie
+/// flip from a changed answer (it still fails: a repeat tests determinism).
+fn repeat_check(
+    source: &str,
+    source_tokens: Option<&AnswerTokens>,
+    observed: &str,
+    tokens: Option<&AnswerTokens>,
+) -> CheckResult {
     match gauntlet_schema::diff::first_difference(source, observed) {
         None => CheckResult { check: "identical".into(), passed: true, detail: String::new() },
-        Some(at) => CheckResult {
-            check: "identical".into(),
-            passed: false,
-            detail: format!("differs from its source at char {at}"),
-        },
+        Some(at) => {
+            let token = source_tokens
+                .zip(tokens)
+                .and_then(|(a, b)| gauntlet_schema::tokens::first_divergent_token(a, b))
+                .map(|d| format!(", {}", d.describe()))
+                .unwrap_or_default();
+            CheckResult {
+                check: "identical".into(),
+                passed: false,
+                detail: format!("differs from its source at char {at}{token}"),
+            }
+        }
     }
 }
 

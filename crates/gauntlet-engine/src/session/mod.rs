@@ -375,6 +375,26 @@ impl Session {
         self.process.as_mut()
     }
 
+    /// Stops the spawned server (SIGTERM, as at the end of a run) and starts it again with the same command, its
+    /// output in `log_path`, then waits for readiness under the load timeout: the same lifecycle, its events and
+    /// findings in this session's. Returns the new load time. An attached server is not gauntlet's to restart.
+    pub async fn restart(&mut self, profile: &Profile, log_path: &Path) -> Result<f64, String> {
+        let Target::Spawn(spec) = &profile.target else {
+            return Err("attached: gauntlet did not start this server, so it does not restart it".into());
+        };
+        let Some(p) = self.process.as_mut() else { return Err("the server was never started".into()) };
+        let loaded = self.load.is_ok();
+        let stop = steps::stop_server(p, profile.stop_grace, false, loaded, &mut self.life);
+        if stop != gauntlet_schema::StopOutcome::Terminated {
+            return Err(format!("the server did not stop cleanly for the restart ({stop})"));
+        }
+        let p = ServerProcess::spawn(spec, log_path).map_err(|e| format!("the restart failed: {e}"))?;
+        self.life.event("restarted", format!("pid {} (output in {})", p.pid(), log_path.display()));
+        self.process = Some(p);
+        let ready = steps::wait_ready(&self.client, profile, self.process.as_mut(), &mut self.life).await;
+        ready.map(|secs| secs.unwrap_or(0.0)).map_err(|e| format!("after the restart: {e}"))
+    }
+
     /// The server's processes on the bound GPU and their memory, asked while it still runs (see
     /// [`steps::server_on_gpu`]); None unless a spawned, loaded server runs on a GPU profile.
     pub fn on_gpu(&self, profile: &Profile) -> Option<steps::OnGpu> {

@@ -26,7 +26,8 @@ pub(crate) fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) ->
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&result).unwrap_or_default());
     } else {
         for c in &result.cases {
-            let at = match (c.char_index, c.token_index) {
+            // The token itself is named in the detail; here only where.
+            let at = match (c.char_index, c.first_divergent_token) {
                 (Some(ch), Some(t)) => format!(" at char {ch}, token {t}"),
                 (Some(ch), None) => format!(" at char {ch}"),
                 (None, Some(t)) => format!(" at token {t}"),
@@ -35,7 +36,9 @@ pub(crate) fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) ->
             let _ = writeln!(out, "{:<14} {}{at} {}", c.status, c.id, c.detail);
         }
         let control = if result.controlled { "with a control run" } else { "without a control run" };
-        let _ = writeln!(out, "lossless: {} ({control})", result.verdict.to_uppercase());
+        let drift = result.cases.iter().filter(|c| c.status == "drift").count();
+        let drift = if drift > 0 { format!("; {drift} near-tie flip(s): numerical drift") } else { String::new() };
+        let _ = writeln!(out, "lossless: {} ({control}{drift})", result.verdict.to_uppercase());
     }
     Ok(exit_of_word(&result.verdict))
 }

@@ -71,6 +71,17 @@ fn assert_whole_suite_answered(run: &Run) {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "monotonic timestamps");
     let needle = run.case("needle");
     assert!(needle["answer"]["usage"]["prompt_tokens"].as_u64().unwrap() > 2000, "the needle prompt is long");
+    // Every answer with text carries its tokens: llama.cpp's ids, each with a logprob and its top alternatives.
+    for c in cases.iter().filter(|c| c["answer"]["content"].as_str().is_some_and(|t| !t.is_empty())) {
+        let tokens = &c["answer"]["tokens"];
+        assert_eq!(tokens["source"], "ids", "case {}: {tokens}", c["id"]);
+        let items = tokens["items"].as_array().unwrap();
+        assert!(!items.is_empty() && items.len() as u64 == tokens["count"].as_u64().unwrap(), "{tokens}");
+        for t in items {
+            assert!(t["id"].is_u64() && t["logprob"].as_f64().is_some_and(|l| l <= 0.0), "{t}");
+            assert_eq!(t["top"].as_array().unwrap().len(), 5, "{t}");
+        }
+    }
 }
 
 fn gate_twice(profile: &str, via: Via) -> (tempfile::TempDir, Run) {
@@ -155,6 +166,21 @@ fn embedded_default_gate_passes_against_its_promoted_baseline() {
     assert_eq!(build["binary_sha256"].as_str().map(str::len), Some(64), "{build}");
     assert_eq!(build["built"], false);
     assert!(record["runtime"].get("server_binary_sha256").is_none());
+
+    // One token id changed in a copy of the real run.json: `compare --json` names that token, from 0.
+    let mut copy = record.clone();
+    let case = copy["cases"].as_array().unwrap().iter().position(|c| c["id"] == "primes").unwrap();
+    let id = &mut copy["cases"][case]["answer"]["tokens"]["items"][4]["id"];
+    *id = serde_json::json!(id.as_u64().unwrap() + 1);
+    let changed = dir.path().join("one-token-changed.json");
+    std::fs::write(&changed, copy.to_string()).unwrap();
+    let a = first.out.join("run.json");
+    let o =
+        gauntlet(&["compare", "--json", a.to_str().unwrap(), changed.to_str().unwrap()], &[], Duration::from_secs(30));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cases"][case]["first_divergent_token"], 4, "{v}");
+    assert_eq!(v["cases"][case]["status"], "differs", "{v}");
+    assert_eq!(v["verdict"], "fail");
 
     // The same profile with one server argument changed is another identity: comparing it with the first run is
     // refused before any server starts, naming the argument.
@@ -610,9 +636,8 @@ fn qualification_of_the_embedded_default_verifies_and_tampering_is_caught() {
     }
     let r2: Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("r2-quality.json")).unwrap()).unwrap();
     assert!(r2["accuracy"].as_f64().unwrap() >= r2["floor"].as_f64().unwrap(), "{}", r2["accuracy"]);
-    let r3: Value =
-        serde_json::from_str(&std::fs::read_to_string(bundle.join("r3-determinism.json")).unwrap()).unwrap();
-    assert!(r3["cases"].as_array().unwrap().iter().all(|c| c["answers"].as_array().unwrap().len() == 2));
+    let r3: Value = serde_json::from_str(&std::fs::read_to_string(bundle.join("determinism.json")).unwrap()).unwrap();
+    assert_eq!(r3["rows"].as_array().unwrap().len(), 5, "{r3}");
     let samples = std::fs::read_to_string(bundle.join("resource-monitor.jsonl")).unwrap();
     assert!(samples.lines().count() >= 15, "{samples}");
     assert_eq!(verify(&bundle), (Some(0), Vec::<String>::new()));
@@ -677,4 +702,34 @@ fn qualification_of_the_embedded_default_verifies_and_tampering_is_caught() {
         std::fs::copy(other_dir.join("r1-correctness.json"), d.join("r1-correctness.json")).unwrap();
     });
     assert!(p.iter().any(|p| p.starts_with("r1-correctness.json belongs to another run")), "{p:?}");
+}
+
+/// `qualify --stages R3` alone on the embedded default: the determinism matrix's five rows, each with a verdict,
+/// in determinism.json; the server is restarted through the session and nothing survives the run.
+#[test]
+fn determinism_matrix_of_the_embedded_default_has_five_rows_with_verdicts() {
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r3");
+    let port = free_port().to_string();
+    let args = ["qualify", "--port", &port, "--stages", "R3", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[("GAUNTLET_HOME", home.to_str().unwrap())], Duration::from_secs(1500));
+    assert_server_gone(port.parse().unwrap());
+    let stdout = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("determinism.json")).unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let rows: Vec<(&str, &str)> = m["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["row"].as_str().unwrap(), r["verdict"].as_str().unwrap()))
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r.0).collect();
+    assert_eq!(names, ["repeat", "concurrent", "stream", "prefix-cache", "restart"], "{stdout}");
+    for (row, verdict) in &rows {
+        assert!(["identical", "near-tie-only", "diverged", "failed"].contains(verdict), "{row}: {verdict}\n{stdout}");
+    }
+    assert!(m["rows"][4]["comparisons"].as_array().unwrap().len() >= 10, "the restart row ran: {stdout}");
+    let v = gauntlet(&["verify", out.to_str().unwrap()], &[], Duration::from_secs(60));
+    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
 }

@@ -19,6 +19,7 @@ mod qualify;
 mod skip_cache;
 mod store;
 mod stream;
+mod tokens;
 mod verdict;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,138 @@
+//! Token-level truth against the fake server's llama.cpp-shaped logprobs: token ids in every record, the first
+//! divergent token in `compare`, the gate and report.md, a near-tie flip told from a changed answer, and the
+//! determinism matrix (R3) naming each row the server is made to diverge in.
+
+use super::*;
+use serde_json::{Value, json};
+
+/// `gauntlet qualify --stages STAGES` on the fixture (the model gets the sha256 qualification demands). Returns
+/// the exit code, the bundle folder and stdout.
+fn qualify(f: &Fixture, stages: &str) -> (Option<i32>, PathBuf, String) {
+    let manifest = f.write();
+    let sha = gauntlet_engine::util::sha256_hex(b"GGUF fake weights");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("path = \"models/tiny.gguf\"", &format!("path = \"models/tiny.gguf\"\nsha256 = \"{sha}\""));
+    std::fs::write(&manifest, text).unwrap();
+    let out = f.path().join("bundle");
+    let args =
+        ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", stages, "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let stdout = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    (o.status.code(), out, stdout)
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+/// The matrix's rows as `row → verdict`.
+fn rows(bundle: &Path) -> BTreeMap<String, String> {
+    let m = read(&bundle.join("determinism.json"));
+    m["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["row"].as_str().unwrap().to_owned(), r["verdict"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn gate_records_token_ids_and_compare_reports_the_first_divergent_token() {
+    let f = Fixture::new("tokens-compare");
+    let run = f.run(&[]);
+    assert!(run.record.is_some(), "{}", run.explain());
+    let record = run.record.clone().unwrap();
+    assert_eq!(record["schema_version"], 6);
+    for case in record["cases"].as_array().unwrap() {
+        let tokens = &case["answer"]["tokens"];
+        assert_eq!(tokens["source"], "ids", "{case}");
+        assert!(tokens["items"].as_array().unwrap().iter().all(|t| t["id"].is_u64() && t["logprob"].is_f64()));
+        assert_eq!(case["request"]["top_logprobs"], 5);
+    }
+    // One token id changed in a copy: compare names that token, from 0, with both ids.
+    let mut copy = record.clone();
+    copy["cases"][1]["answer"]["tokens"]["items"][3]["id"] = json!(48_000);
+    let b = f.path().join("b.json");
+    std::fs::write(&b, copy.to_string()).unwrap();
+    let a = run.out.join("run.json");
+    let o = gauntlet(&["compare", "--json", a.to_str().unwrap(), b.to_str().unwrap()], &[], Duration::from_secs(30));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{v}");
+    let case = &v["cases"][1];
+    assert_eq!((case["status"].as_str(), case["first_divergent_token"].as_u64()), (Some("differs"), Some(3)), "{v}");
+    assert_eq!(case["char_index"], Value::Null, "the text is the same: only the token differs");
+    assert_eq!(case["token_divergence"]["run"]["id"], 48_000);
+    assert!(v["cases"].as_array().unwrap().iter().enumerate().all(|(i, c)| i == 1 || c["status"] == "identical"));
+}
+
+#[test]
+fn a_near_tie_flip_against_the_baseline_is_numerical_drift_and_a_far_one_text_drift() {
+    for (flavour, kind, severity, words) in [
+        ("restart:near-tie", "numerical-drift", "info", "('on' vs 'ALT', gap 0.01 nats: near-tie)"),
+        ("restart", "text-drift", "warn", "('on' vs 'far', gap 4.95 nats: behaviour change)"),
+    ] {
+        let f = Fixture::new("tokens-drift");
+        let state = f.path().join("starts");
+        let f = f.fault(&["--diverge", flavour, "--state-file", state.to_str().unwrap()]);
+        let baseline = f.baseline();
+        // The fake's second start changes the last token of every answer.
+        let run = f.run(&["--baseline", &baseline]);
+        let found = run.findings(kind);
+        assert_eq!(found.len(), 4, "{kind}: {}", run.explain());
+        assert!(found.iter().all(|x| x["severity"] == severity), "{found:?}");
+        let message = found[0]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("token 39 {words}")), "{message}");
+        let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+        assert!(md.contains(&format!("differs at token 39 {words}")), "{md}");
+    }
+}
+
+#[test]
+fn each_row_of_the_determinism_matrix_is_named_when_the_server_diverges_there() {
+    for row in ["repeat", "concurrent", "stream", "prefix-cache", "restart"] {
+        let f = Fixture::new(&format!("r3-{row}"));
+        let state = f.path().join("starts").display().to_string();
+        // Only the restart row's mode counts starts: the other rows' servers restart as they were.
+        let restart_state: &[&str] = if row == "restart" { &["--state-file", &state] } else { &[] };
+        let f = f.fault(&["--diverge", row]).fault(restart_state);
+        let (code, bundle, stdout) = qualify(&f, "R3");
+        assert_eq!(code, Some(1), "{row}: {stdout}");
+        let got = rows(&bundle);
+        for (name, verdict) in &got {
+            let want = if name == row { "diverged" } else { "identical" };
+            assert_eq!(verdict, want, "{row}: {got:?}\n{stdout}");
+        }
+        assert_eq!(got.len(), 5);
+        let r3 = read(&bundle.join("r3-determinism.json"));
+        let failure = r3["failures"][0].as_str().unwrap();
+        assert!(failure.starts_with(&format!("row {row}: diverged: case `")), "{failure}");
+        assert!(failure.contains("gap 4.95 nats: behaviour change"), "{failure}");
+        // The bundle verifies: the stored verdicts are those the raw comparisons give.
+        let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
+        assert_eq!(v.status.code(), Some(0), "{row}: {}", String::from_utf8_lossy(&v.stdout));
+    }
+}
+
+#[test]
+fn near_tie_flips_only_pass_r3_and_a_tampered_row_fails_verify() {
+    let f = Fixture::new("r3-near-tie").fault(&["--diverge", "stream:near-tie"]);
+    let (code, bundle, stdout) = qualify(&f, "R3");
+    assert_eq!(code, Some(0), "{stdout}");
+    let got = rows(&bundle);
+    assert_eq!(got["stream"], "near-tie-only", "{got:?}");
+    assert_eq!(got["restart"], "identical", "{got:?}");
+    let html = std::fs::read_to_string(bundle.join("qualification.html")).unwrap();
+    assert!(html.contains("Determinism matrix (R3)") && html.contains("near-tie flips only"), "{html}");
+    // A row claiming identical where its comparisons hold a flip is caught.
+    let path = bundle.join("determinism.json");
+    let mut m = read(&path);
+    let stream = m["rows"].as_array_mut().unwrap().iter_mut().find(|r| r["row"] == "stream").unwrap();
+    stream["verdict"] = json!("identical");
+    std::fs::write(&path, m.to_string()).unwrap();
+    let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert_ne!(v.status.code(), Some(0), "{out}");
+    assert!(out.contains("row stream says identical but its comparisons give near-tie flips only"), "{out}");
+}
