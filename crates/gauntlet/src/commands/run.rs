@@ -94,7 +94,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         built,
     };
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
-    write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
+    let history = gauntlet_engine::run::history_points(&store, &identity.digest).unwrap_or_default();
+    write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &history, &out_dir)
         .map_err(|e| Failure::infrastructure(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);
     let mut stdout = std::io::stdout().lock();

@@ -7,6 +7,7 @@ mod bench;
 mod compare;
 mod github;
 mod gpu;
+mod html;
 mod inputs;
 mod lifecycle;
 mod merge;
