@@ -70,8 +70,14 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Fold the run records of a CI matrix into one verdict, summary.md, junit.xml and merged.json.
+    /// Re-render a stored run (`report RUN --format md|html|junit|json`), or fold the run records of a CI matrix
+    /// into one verdict, summary.md, junit.xml and merged.json (`report --merge …`).
     Report(ReportArgs),
+    /// Print a shell completion script: `gauntlet completions bash > /etc/bash_completion.d/gauntlet`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
     /// model, port, store. One line each, with the fix. Exit 1 when something would make a run fail.
     Doctor {
@@ -123,6 +129,18 @@ pub(crate) enum BaselineCommand {
     Verify {
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
+    },
+    /// Every identity's promotions over time (decode, load, passed cases, text changes, notes, chain status); with
+    /// --html, as a page.
+    History {
+        /// Only identities whose newest promotion is of this profile.
+        #[arg(long, short)]
+        profile: Option<String>,
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+        /// Write the page here.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
     },
 }
 
@@ -190,8 +208,18 @@ pub(crate) struct QualifyArgs {
 
 #[derive(clap::Args)]
 pub(crate) struct ReportArgs {
+    /// A stored run to render again: its run.json or its output folder.
+    #[arg(required_unless_present = "merge", conflicts_with = "merge", value_name = "RUN")]
+    pub(crate) run: Option<PathBuf>,
+    /// What to render RUN as, on stdout (default: md).
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<ReportFormat>,
+    /// The run's baseline store, to find a baseline named `store:<digest>` (default: $GAUNTLET_STORE or the
+    /// user's cache).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) store: Option<PathBuf>,
     /// run.json / skipped.json files, or folders searched for them (CI artifacts downloaded side by side).
-    #[arg(long, required = true, num_args = 1.., value_name = "PATH")]
+    #[arg(long, num_args = 1.., value_name = "PATH")]
     pub(crate) merge: Vec<PathBuf>,
     /// Profiles that must be there (comma-separated or repeated); a missing one fails the merge.
     #[arg(long, value_name = "P[,P…]")]
@@ -205,6 +233,14 @@ pub(crate) struct ReportArgs {
     /// Name each shard's evidence as this artifact, `{profile}` replaced (e.g. `gauntlet-{profile}`).
     #[arg(long, value_name = "PATTERN")]
     pub(crate) artifact: Option<String>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ReportFormat {
+    Md,
+    Html,
+    Junit,
+    Json,
 }
 
 #[derive(clap::Args)]

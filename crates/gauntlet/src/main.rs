@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Baseline(cmd) => commands::baseline::command(cmd),
         Command::Plan(args) => commands::plan::plan(args),
         Command::Report(args) => commands::report::report(args),
+        Command::Completions { shell } => commands::completions::completions(shell),
         Command::Bench(args) => commands::bench::bench(args),
         Command::Qualify(args) => commands::qualify::qualify(args),
         Command::Verify { bundle, json } => commands::verify::verify(&bundle, json),

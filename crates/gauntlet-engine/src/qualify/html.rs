@@ -1,5 +1,6 @@
 //! `qualification.html`: the bundle's report for a person, one self-contained file (inline CSS and SVG, no script,
-//! no external asset; a Content-Security-Policy forbids fetching any). Rebuilt with the JSON and Markdown reports
+//! no external asset; a Content-Security-Policy forbids fetching any), drawn with the pages' shared pieces in
+//! `report::html`. Rebuilt with the JSON and Markdown reports
 //! after every stage, from the stage files in the bundle; a file that is missing or unreadable leaves a note in
 //! place of its plot, never a broken page.
 
@@ -10,206 +11,10 @@ use serde_json::Value;
 
 use super::{BASELINE_FILE, MONITOR_FILE, Qualification, StageStatus, drift};
 use crate::bench::metrics;
+use crate::report::html::chart::{cdf, dot_chart, line_chart};
+use crate::report::html::page::{escape, head, none, num};
 use crate::run::{BenchRecord, Level};
 use gauntlet_schema::determinism::{DETERMINISM_FILE, DeterminismMatrix, RowVerdict};
-
-const WIDTH: f64 = 640.0;
-const HEIGHT: f64 = 260.0;
-const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 28.0;
-const BOTTOM: f64 = 44.0;
-const COLOURS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
-
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:980px;color:#222}\
-h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\
-table{border-collapse:collapse;width:100%}td,th{border:1px solid #ddd;padding:4px 6px;text-align:left;\
-vertical-align:top}th{background:#f4f4f4}.pass{color:#176c2b;font-weight:600}.fail{color:#b00020;font-weight:600}\
-.inconclusive,.running{color:#9a6700;font-weight:600}.not-run,.pending{color:#777}.none{color:#777;font-style:italic}\
-svg{display:block;margin:8px 0}code{background:#f4f4f4;padding:0 3px}dl{display:grid;\
-grid-template-columns:max-content auto;gap:2px 12px}dt{font-weight:600}dd{margin:0}";
-
-/// Text for HTML: every byte that may come from a server or a file is escaped (XML escaping is HTML-safe).
-use crate::report::junit::esc as escape;
-
-/// A tick-label number: three significant figures at most, no trailing zeros.
-fn num(v: f64) -> String {
-    let s = if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    };
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_owned() } else { s }
-}
-
-/// Round tick positions covering `[lo, hi]`: steps of 1, 2 or 5 times a power of ten, about five of them.
-fn ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let raw = (hi - lo).max(1e-12) / 5.0;
-    let magnitude = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= raw).unwrap_or(10.0 * magnitude);
-    let mut t = (lo / step).ceil() * step;
-    let mut out = Vec::new();
-    while t <= hi + step * 1e-9 && out.len() < 12 {
-        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
-        t += step;
-    }
-    out
-}
-
-/// The range a set of values is drawn on: padded, never empty; `from_zero` keeps 0 on the axis.
-fn range(values: impl Iterator<Item = f64>, from_zero: bool) -> Option<(f64, f64)> {
-    let (mut lo, hi) =
-        values.filter(|v| v.is_finite()).fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| (a.min(v), b.max(v)));
-    if !lo.is_finite() {
-        return None;
-    }
-    if from_zero {
-        lo = lo.min(0.0);
-    }
-    if hi - lo < 1e-12 {
-        let pad = if hi.abs() > 1e-12 { hi.abs() * 0.1 } else { 1.0 };
-        return Some((lo - pad, hi + pad));
-    }
-    let pad = (hi - lo) * 0.05;
-    Some((if from_zero && lo >= 0.0 { lo } else { lo - pad }, hi + pad))
-}
-
-struct Axes {
-    x: (f64, f64),
-    y: (f64, f64),
-}
-
-impl Axes {
-    fn px(&self, x: f64) -> f64 {
-        LEFT + (x - self.x.0) / (self.x.1 - self.x.0) * (WIDTH - LEFT - RIGHT)
-    }
-    fn py(&self, y: f64) -> f64 {
-        HEIGHT - BOTTOM - (y - self.y.0) / (self.y.1 - self.y.0) * (HEIGHT - TOP - BOTTOM)
-    }
-
-    /// The frame, grid, tick labels, axis labels and title.
-    fn frame(&self, svg: &mut String, title: &str, x_label: &str, y_label: &str, y_ticks: bool) {
-        let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM);
-        let _ = write!(
-            svg,
-            r##"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{t}"><title>{t}</title><rect x="{x0}" y="{y0}" width="{w}" height="{h}" fill="#fff" stroke="#999"/><text x="{x0}" y="18" font-size="13" font-weight="600">{t}</text>"##,
-            t = escape(title),
-            w = x1 - x0,
-            h = y1 - y0,
-        );
-        for t in ticks(self.x.0, self.x.1) {
-            let x = self.px(t);
-            let _ = write!(
-                svg,
-                r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#eee"/><text x="{x:.1}" y="{ty}" font-size="11" text-anchor="middle">{}</text>"##,
-                num(t),
-                ty = y1 + 14.0
-            );
-        }
-        if y_ticks {
-            for t in ticks(self.y.0, self.y.1) {
-                let y = self.py(t);
-                let _ = write!(
-                    svg,
-                    r##"<line x1="{x0}" y1="{y:.1}" x2="{x1}" y2="{y:.1}" stroke="#eee"/><text x="{tx}" y="{ty:.1}" font-size="11" text-anchor="end">{}</text>"##,
-                    num(t),
-                    tx = x0 - 4.0,
-                    ty = y + 4.0
-                );
-            }
-        }
-        let _ = write!(
-            svg,
-            r##"<text x="{cx}" y="{by}" font-size="12" text-anchor="middle">{}</text><text x="14" y="{cy}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {cy})">{}</text>"##,
-            escape(x_label),
-            escape(y_label),
-            cx = (x0 + x1) / 2.0,
-            by = HEIGHT - 8.0,
-            cy = (y0 + y1) / 2.0,
-        );
-    }
-}
-
-fn legend(svg: &mut String, names: &[String]) {
-    for (i, name) in names.iter().enumerate() {
-        let y = TOP + 14.0 + 16.0 * i as f64;
-        let x = WIDTH - RIGHT - 150.0;
-        let _ = write!(
-            svg,
-            r##"<rect x="{x}" y="{ry}" width="10" height="10" fill="{c}"/><text x="{tx}" y="{y}" font-size="11">{}</text>"##,
-            escape(name),
-            c = COLOURS[i % COLOURS.len()],
-            ry = y - 9.0,
-            tx = x + 14.0,
-        );
-    }
-}
-
-/// Lines through (x, y) points, one colour per series; `None` when no series has a finite point.
-fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> Option<String> {
-    let points = || series.iter().flat_map(|(_, p)| p.iter()).filter(|(x, y)| x.is_finite() && y.is_finite());
-    let axes = Axes { x: range(points().map(|p| p.0), true)?, y: range(points().map(|p| p.1), true)? };
-    let mut svg = String::new();
-    axes.frame(&mut svg, title, x_label, y_label, true);
-    for (i, (_, pts)) in series.iter().enumerate() {
-        let path: Vec<String> = pts
-            .iter()
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .map(|(x, y)| format!("{:.1},{:.1}", axes.px(*x), axes.py(*y)))
-            .collect();
-        let _ = write!(
-            svg,
-            r##"<polyline fill="none" stroke="{}" stroke-width="1.6" points="{}"/>"##,
-            COLOURS[i % COLOURS.len()],
-            path.join(" ")
-        );
-    }
-    legend(&mut svg, &series.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>());
-    svg.push_str("</svg>");
-    Some(svg)
-}
-
-/// One row of dots per named sample set, with the row's mean as a bar: baseline against candidate at a glance.
-fn dot_chart(title: &str, x_label: &str, rows: &[(String, Vec<f64>, usize)]) -> Option<String> {
-    let axes = Axes {
-        x: range(rows.iter().flat_map(|(_, v, _)| v.iter().copied()), false)?,
-        y: (0.0, rows.len() as f64 + 1.0),
-    };
-    let mut svg = String::new();
-    axes.frame(&mut svg, title, x_label, "", false);
-    for (i, (name, values, colour)) in rows.iter().enumerate() {
-        let y = axes.py(rows.len() as f64 - i as f64);
-        let c = COLOURS[colour % COLOURS.len()];
-        let _ = write!(svg, r##"<text x="{}" y="{:.1}" font-size="11">{}</text>"##, LEFT + 4.0, y - 8.0, escape(name));
-        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        for v in &finite {
-            let _ =
-                write!(svg, r##"<circle cx="{:.1}" cy="{y:.1}" r="3.5" fill="{c}" fill-opacity="0.6"/>"##, axes.px(*v));
-        }
-        if !finite.is_empty() {
-            let mean = finite.iter().sum::<f64>() / finite.len() as f64;
-            let x = axes.px(mean);
-            let _ = write!(
-                svg,
-                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{c}" stroke-width="2.5"/>"##,
-                y - 9.0,
-                y + 9.0
-            );
-        }
-    }
-    svg.push_str("</svg>");
-    Some(svg)
-}
-
-/// Empirical CDF points of `values` (sorted), as (value, fraction ≤ value).
-fn cdf(mut values: Vec<f64>) -> Vec<(f64, f64)> {
-    values.retain(|v| v.is_finite());
-    values.sort_by(f64::total_cmp);
-    let n = values.len() as f64;
-    values.iter().enumerate().map(|(i, v)| (*v, (i + 1) as f64 / n)).collect()
-}
 
 /// Per-request TTFT and E2EL (milliseconds) of every successful request of a level.
 fn latencies(level: &Level, max_tokens: u64) -> (Vec<f64>, Vec<f64>) {
@@ -227,10 +32,6 @@ fn latencies(level: &Level, max_tokens: u64) -> (Vec<f64>, Vec<f64>) {
 fn read(dir: &Path, name: &str) -> Result<String, String> {
     crate::util::bounded::read_text(&dir.join(name), crate::util::bounded::RECORD_CAP)
         .map_err(|e| format!("`{name}` could not be read ({e})"))
-}
-
-fn none(html: &mut String, why: &str) {
-    let _ = writeln!(html, "<p class=\"none\">{}</p>", escape(why));
 }
 
 /// One row per condition of R3's matrix: its verdict and its first divergence (server text, escaped).
@@ -396,15 +197,11 @@ fn comparison_section(html: &mut String, dir: &Path, q: &Qualification) {
 
 /// The whole page for the bundle in `dir` whose report is `q`.
 pub fn render(dir: &Path, q: &Qualification) -> String {
-    let mut html = String::new();
     let verdict = q.verdict.as_str();
+    let mut html = head(&format!("Release qualification: {}", q.profile));
     let _ = write!(
         html,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
-         <title>Release qualification: {p}</title><style>{STYLE}</style></head><body>\n\
-         <h1>Release qualification: {p}</h1>\n<p>Verdict: <span class=\"{verdict}\">{v}</span>{partial}</p>\n<dl>",
-        p = escape(&q.profile),
+        "<p>Verdict: <span class=\"{verdict}\">{v}</span>{partial}</p>\n<dl>",
         verdict = escape(verdict),
         v = escape(&verdict.to_uppercase()),
         partial = if q.partial { " (partial: not every stage was selected)" } else { "" },
@@ -472,35 +269,4 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
         escape(&q.gauntlet_version)
     );
     html
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_are_round_and_cover_the_range() {
-        assert_eq!(ticks(0.0, 1.0), vec![0.0, 0.2, 0.4, 0.6000000000000001, 0.8, 1.0]);
-        assert_eq!(ticks(0.0, 250.0), vec![0.0, 50.0, 100.0, 150.0, 200.0, 250.0]);
-        assert!(ticks(3.0, 3.0 + 1e-15).len() <= 12);
-        assert_eq!(num(0.6000000000000001), "0.6");
-        assert_eq!(num(123.4), "123");
-    }
-
-    #[test]
-    fn server_text_is_escaped() {
-        assert_eq!(
-            escape("<script>\"x\" & 'y'</script>\u{7}"),
-            "&lt;script&gt;&quot;x&quot; &amp; &apos;y&apos;&lt;/script&gt;\u{fffd}"
-        );
-    }
-
-    #[test]
-    fn charts_without_finite_points_are_left_out() {
-        assert!(line_chart("t", "x", "y", &[("a".into(), vec![(f64::NAN, 1.0)])]).is_none());
-        assert!(dot_chart("t", "x", &[("a".into(), vec![], 0)]).is_none());
-        let svg = line_chart("t", "x", "y", &[("a".into(), vec![(0.0, 1.0), (1.0, 2.0)])]).unwrap();
-        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>") && svg.contains("<polyline"), "{svg}");
-        assert_eq!(cdf(vec![3.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (3.0, 1.0)]);
-    }
 }

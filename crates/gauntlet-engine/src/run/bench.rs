@@ -151,7 +151,7 @@ pub fn run_bench(
     Ok(record)
 }
 
-/// Writes `bench.json`, `bench.md` and `bench.bmf.json` into `out_dir`, each atomically.
+/// Writes `bench.json`, `bench.md`, `bench.bmf.json` and `bench.html` into `out_dir`, each atomically.
 pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError> {
     let text = serde_json::to_vec_pretty(record).expect("serializable");
     let bmf = serde_json::to_vec_pretty(&super::bench_report::bencher(record)).expect("serializable");
@@ -159,6 +159,7 @@ pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError
         ("bench.json", text),
         ("bench.md", super::bench_report::markdown(record).into_bytes()),
         ("bench.bmf.json", bmf),
+        ("bench.html", super::bench_html::render(record).into_bytes()),
     ] {
         crate::util::write_atomic(&out_dir.join(name), &bytes)
             .map_err(|source| GateError::Out { path: out_dir.into(), source })?;

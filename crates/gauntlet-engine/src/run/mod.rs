@@ -1,6 +1,7 @@
 //! The gate's lifecycle and its outputs.
 
 mod bench;
+pub mod bench_html;
 pub mod bench_report;
 mod gate;
 mod outputs;
@@ -13,4 +14,4 @@ pub use bench::{
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, new_case_record};
-pub use outputs::{redacted, write_baseline, write_outputs};
+pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};

@@ -1,13 +1,19 @@
-//! Writing a finished run: `run.json`, `report.md`, `junit.xml`, and the GitHub step summary when asked. What is
-//! written is the [`redacted`] record: a secret the server echoed never reaches a file, a report or a store.
+//! Writing a finished run: `run.json`, `report.md`, `report.html`, `junit.xml`, and the GitHub step summary
+//! when asked; and reading a baseline's history out of the store for the HTML views (bounded: the newest
+//! promotions only). What is written is the [`redacted`] record: a secret the server echoed never reaches a
+//! file, a report or a store.
 
 use std::borrow::Cow;
 use std::path::Path;
 
 use gauntlet_schema::{RunRecord, Verdict};
 
-use crate::report;
+use crate::report::{self, HistoryPoint, IdentityHistory};
+use crate::store::Store;
 use crate::util::{redact, write_atomic};
+
+/// Promotions drawn per identity: the newest ones (each reads one record from the store).
+pub const HISTORY_SHOWN: usize = 100;
 
 /// The record as it may leave the process: every registered secret redacted from every string, including one
 /// that a streamed answer split across its events (which no single string contains).
@@ -27,11 +33,18 @@ pub fn redacted(run: &RunRecord) -> Cow<'_, RunRecord> {
     Cow::Owned(serde_json::from_value(v).unwrap_or(r))
 }
 
-pub fn write_outputs(run: &RunRecord, baseline: Option<&RunRecord>, out_dir: &Path) -> std::io::Result<()> {
+/// `history`: the baseline's promotions, oldest first, for `report.html`'s trend (empty when the store has none).
+pub fn write_outputs(
+    run: &RunRecord,
+    baseline: Option<&RunRecord>,
+    history: &[HistoryPoint],
+    out_dir: &Path,
+) -> std::io::Result<()> {
     let run = redacted(run);
     let json = serde_json::to_vec_pretty(&*run).map_err(std::io::Error::other)?;
     write_atomic(&out_dir.join("run.json"), &json)?;
     write_atomic(&out_dir.join("report.md"), report::markdown(&run, baseline).as_bytes())?;
+    write_atomic(&out_dir.join("report.html"), report::html(&run, baseline, history).as_bytes())?;
     write_atomic(&out_dir.join("junit.xml"), report::junit(&run).as_bytes())?;
     Ok(())
 }
@@ -46,4 +59,53 @@ pub fn write_baseline(run: &RunRecord, path: &Path) -> Result<(), String> {
     }
     let json = serde_json::to_vec_pretty(&*redacted(run)).map_err(|e| e.to_string())?;
     write_atomic(path, &json).map_err(|e| format!("cannot write baseline `{}`: {e}", path.display()))
+}
+
+/// The newest [`HISTORY_SHOWN`] promotions of `identity`, oldest first, each with what its record says; a record
+/// that cannot be read (or no longer has its digest) is a point that says why, never a failure of the caller.
+pub fn history_points(store: &Store, identity: &str) -> Result<Vec<HistoryPoint>, crate::store::StoreError> {
+    let entries = store.history(identity)?;
+    let skip = entries.len().saturating_sub(HISTORY_SHOWN);
+    let mut points = Vec::new();
+    let mut previous: Option<RunRecord> = None;
+    for entry in &entries[skip..] {
+        if entry.is_qualification() {
+            points.push(HistoryPoint::new(entry, Ok(None), None));
+            continue;
+        }
+        match store.read_record(&entry.record) {
+            Ok(record) => {
+                points.push(HistoryPoint::new(entry, Ok(Some(&record)), previous.as_ref()));
+                previous = Some(record);
+            }
+            Err(e) => points.push(HistoryPoint::new(entry, Err(e.to_string()), None)),
+        }
+    }
+    Ok(points)
+}
+
+/// Every identity of the store (or only those whose newest promotion is of `profile`) with its points and what
+/// verifying the store found wrong in its chain.
+pub fn store_history(store: &Store, profile: Option<&str>) -> Result<Vec<IdentityHistory>, crate::store::StoreError> {
+    let (_, problems) = store.verify()?;
+    let mut out = Vec::new();
+    for id in store.identities()? {
+        let points = history_points(store, &id)?;
+        if profile.is_some_and(|p| points.last().is_none_or(|last| last.profile != p)) {
+            continue;
+        }
+        let file = format!("history/{id}.jsonl");
+        let model = points
+            .iter()
+            .rev()
+            .filter(|p| p.kind == "run" && p.unreadable.is_none())
+            .find_map(|p| store.read_record(&p.record).ok()?.identity.model().map(|m| m.name.clone()));
+        out.push(IdentityHistory {
+            identity_digest: id,
+            model,
+            points,
+            problems: problems.iter().filter(|p| p.starts_with(&file)).cloned().collect(),
+        });
+    }
+    Ok(out)
 }

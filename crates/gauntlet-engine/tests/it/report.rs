@@ -269,3 +269,53 @@ fn merge_shows_a_skipped_shard_as_skipped() {
     );
     assert!(m.junit().contains("<skipped message=\"skipped (gpu-busy)"));
 }
+
+/// `report.html` escapes every text a server or a store can put into it: answers, check details, findings, log
+/// lines, identity values, promotion notes. The page is a pure function: the same record gives the same bytes.
+#[test]
+fn html_report_escapes_every_server_text_and_marks_the_divergence() {
+    let (mut run, base) = record();
+    let evil = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&";
+    run.cases[0].observed = Some(format!("Paris {evil}"));
+    run.cases[0].answer.as_mut().unwrap().timeline = vec![
+        StreamEvent { t: 0.1, content: String::new(), reasoning: String::new() },
+        StreamEvent { t: 0.2, content: "Par".into(), reasoning: String::new() },
+        StreamEvent { t: 0.3, content: format!("is {evil}"), reasoning: String::new() },
+    ];
+    run.cases[1].checks[0].detail = evil.into();
+    run.findings[0].message = evil.into();
+    run.server.log_tail.push(evil.into());
+    run.runtime = json!({"server_version": evil});
+    let entry = gauntlet_schema::store::HistoryEntry {
+        seq: 1,
+        prev: None,
+        kind: None,
+        identity_digest: "abc".into(),
+        recipe_digest: "r".into(),
+        record: "d".into(),
+        profile: "demo".into(),
+        verdict: "pass".into(),
+        provenance: Default::default(),
+        note: evil.into(),
+        promoted_at: "2026-11-30T08:00:00.000Z".into(),
+        digest: "x".into(),
+    };
+    let history = vec![report::HistoryPoint::new(&entry, Ok(Some(&base)), None)];
+    let html = report::html(&run, Some(&base), &history);
+    assert_eq!(html, report::html(&run, Some(&base), &history), "a pure function");
+    assert!(!html.contains("<script") && !html.contains("<img") && !html.contains("onerror=alert(2)>"), "{html}");
+    assert!(html.matches("&lt;script&gt;alert(1)&lt;/script&gt;").count() >= 6, "every place shows it as text");
+    assert!(html.contains(r#"id="verdict">FAIL</span>"#));
+    // `Paris` → `Paris <script…`: the first differing character is the space after `Paris`.
+    assert!(html.contains("differs at character 5") && html.contains("<ins><mark> </mark>&lt;script"), "{html}");
+    // The json case's `{"tool": 3}` → `{"tool": 2}`: marked on both sides.
+    assert!(html.contains("<del><mark>3</mark></del>") && html.contains("<ins><mark>2</mark></ins>"), "{html}");
+    assert!(html.contains("<title>capital: 3 events</title>"), "the stream is drawn");
+    assert!(html.contains("<title>decode speed across promotions</title>"), "the history is drawn");
+    assert!(html.contains("runtime.server_version") && html.contains("class=\"differs\""), "identity by field");
+    // Without a baseline or history, the page says so instead of drawing empty charts.
+    let alone = report::html(&run, None, &[]);
+    assert!(alone.contains("no baseline: the identity as this run recorded it"));
+    assert!(alone.contains("no promoted baseline of this identity"));
+    assert!(!alone.contains("<title>decode speed"));
+}

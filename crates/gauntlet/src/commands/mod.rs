@@ -7,6 +7,7 @@ pub(crate) mod bench;
 pub(crate) mod build;
 pub(crate) mod check;
 pub(crate) mod compare;
+pub(crate) mod completions;
 pub(crate) mod doctor;
 pub(crate) mod plan;
 pub(crate) mod qualify;

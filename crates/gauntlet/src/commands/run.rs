@@ -97,7 +97,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     let record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
     // Everything below writes or prints the record: only its redacted form goes on.
     let record = gauntlet_engine::run::redacted(&record).into_owned();
-    write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &out_dir)
+    let history = gauntlet_engine::run::history_points(&store, &identity.digest).unwrap_or_default();
+    write_outputs(&record, baseline.as_ref().map(|(r, _)| r), &history, &out_dir)
         .map_err(|e| Failure::infrastructure(format!("cannot write outputs into `{}`: {e}", out_dir.display())))?;
     publish_to_github(&record, &out_dir);
     let mut stdout = crate::terminal::stdout();

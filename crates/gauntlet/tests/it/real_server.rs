@@ -733,3 +733,86 @@ fn determinism_matrix_of_the_embedded_default_has_five_rows_with_verdicts() {
     let v = gauntlet(&["verify", out.to_str().unwrap()], &[], Duration::from_secs(60));
     assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
 }
+
+/// The pages a person opens after `gauntlet run` and `gauntlet bench` on the embedded default: report.html and
+/// bench.html, self-contained, rendered by headless Chromium with no console message, showing the verdict, the
+/// model and their charts.
+#[test]
+fn run_and_bench_pages_of_the_embedded_default_render_in_chromium() {
+    use crate::common::{assert_self_contained, dom_in_chromium};
+    let home = home();
+    assert!(home.join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let run = run_profile("default", port, &dir.path().join("run"), &[], &dir.path().join("store"));
+    assert_server_gone(port);
+    let record = run.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", run.explain()));
+    let page = run.out.join("report.html");
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}\n{}", run.explain()));
+    assert_self_contained(&html, "report.html");
+    let (dom, console) = dom_in_chromium(&page);
+    assert!(console.is_empty(), "{}", console.join("\n"));
+    let verdict = record["verdict"].as_str().unwrap().to_uppercase();
+    assert!(dom.contains(&format!("id=\"verdict\">{verdict}</span>")), "the verdict");
+    assert!(dom.contains("<dd id=\"model\">smollm2-135m (SmolLM2-135M-Instruct.Q4_1.gguf"), "the model");
+    assert_eq!(dom.matches("<tr id=\"case-").count(), 16, "one row per case");
+    // Every case whose stream the record holds has its timeline drawn (under heavy load a case can time out
+    // before its first event; the record says which).
+    let streamed: Vec<&str> = record["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["answer"]["timeline"].as_array().is_some_and(|t| !t.is_empty()))
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    for id in &streamed {
+        assert!(dom.contains(&format!("<title>{id}: ")), "the stream of `{id}` is drawn");
+    }
+    keep_page(&page, "report.html");
+
+    let out = dir.path().join("bench");
+    let port = free_port().to_string();
+    let args = [
+        "bench",
+        "--profile",
+        "default",
+        "--port",
+        &port,
+        "--concurrency",
+        "1,2",
+        "--warmups",
+        "0",
+        "--repetitions",
+        "1",
+        "--max-tokens",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = gauntlet(&args, &[("GAUNTLET_HOME", home.to_str().unwrap())], Duration::from_secs(300));
+    assert_server_gone(port.parse().unwrap());
+    let page = out.join("bench.html");
+    let html = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{e}\n{}", String::from_utf8_lossy(&o.stderr)));
+    assert_self_contained(&html, "bench.html");
+    let (dom, console) = dom_in_chromium(&page);
+    assert!(console.is_empty(), "{}", console.join("\n"));
+    assert!(dom.contains("<dd id=\"model\">smollm2-135m</dd>"), "the model");
+    for title in ["time to first token (TTFT)", "end-to-end latency (E2EL)", "output throughput against concurrency"] {
+        assert!(
+            dom.contains(&format!("<title>{title}")),
+            "a chart `{title}`\n{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(dom.contains("c2: 2 requests"), "both concurrencies are drawn");
+    keep_page(&page, "bench.html");
+}
+
+/// With `GAUNTLET_KEEP_PAGES=DIR`, a copy of a rendered page lands there.
+fn keep_page(page: &std::path::Path, name: &str) {
+    if let Some(dir) = std::env::var_os("GAUNTLET_KEEP_PAGES") {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(page, PathBuf::from(dir).join(name)).unwrap();
+    }
+}

@@ -206,3 +206,102 @@ pub fn render_in_chromium(page: &Path, png: &Path) -> Vec<String> {
     assert!(png_bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "no screenshot written: {log}");
     log.lines().filter(|l| l.contains(":CONSOLE")).map(str::to_owned).collect()
 }
+
+/// Loads `page` in headless Chromium and returns the DOM it built (`--dump-dom`) and its console messages. Output
+/// goes to files, so a large page never blocks on a full pipe; the browser is killed past 90 s.
+pub fn dom_in_chromium(page: &Path) -> (String, Vec<String>) {
+    use std::os::unix::process::CommandExt;
+    let browser = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .expect("Chromium is not installed: run scripts/setup.sh (it installs Debian's chromium)");
+    let scratch = tempfile::tempdir().expect("browser profile");
+    let (out_path, err_path) = (scratch.path().join("dom.html"), scratch.path().join("log.txt"));
+    let mut child = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--enable-logging=stderr", "--v=0"])
+        .arg(format!("--user-data-dir={}", scratch.path().join("profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("dom file"))
+        .stderr(std::fs::File::create(&err_path).expect("log file"))
+        .process_group(0)
+        .spawn()
+        .expect("spawn chromium");
+    let pgid = child.id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            send_signal(-pgid, 9);
+            let _ = child.wait();
+            panic!("chromium did not finish loading {} within 90 s", page.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    send_signal(-pgid, 9); // helpers Chromium left behind, if any
+    let log = std::fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(status.success(), "chromium failed on {}: {log}", page.display());
+    let dom = std::fs::read_to_string(&out_path).expect("dom");
+    (dom, log.lines().filter(|l| l.contains(":CONSOLE")).map(str::to_owned).collect())
+}
+
+/// Runs the gauntlet binary like [`gauntlet`], with its stdout in a file (for outputs larger than a pipe holds);
+/// returns the exit code, stdout and stderr.
+pub fn gauntlet_to_file(args: &[&str], env: &[(&str, &str)], limit: Duration) -> (Option<i32>, String, String) {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let (out_path, err_path) = (scratch.path().join("stdout"), scratch.path().join("stderr"));
+    let mut cmd = Command::new(workspace_bin("gauntlet"));
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"));
+    cmd.env_remove("GITHUB_ACTIONS").env_remove("GITHUB_STEP_SUMMARY").env_remove("GITHUB_EVENT_NAME");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    isolate(&mut cmd, env, &scratch);
+    let mut child = cmd.spawn().expect("spawn gauntlet");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gauntlet {args:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    (status.code(), read(&out_path), read(&err_path))
+}
+
+/// What no self-contained page may hold outside its text: a script, a stylesheet link, an outside source or any
+/// network address in a tag, or a style that fetches. Text (escaped server answers) may say anything.
+pub fn assert_self_contained(html: &str, what: &str) {
+    let mut tags = String::new();
+    let mut inside = false;
+    for ch in html.chars() {
+        match ch {
+            '<' => inside = true,
+            '>' if inside => {
+                inside = false;
+                tags.push_str(">\n");
+            }
+            _ => {}
+        }
+        if inside {
+            tags.push(ch);
+        }
+    }
+    for outside in ["<script", "<link", "<img", "<iframe", "<object", "http://", "https://", " src=", "srcset="] {
+        assert!(!tags.contains(outside), "{what} refers outside itself: `{outside}` in a tag");
+    }
+    for outside in ["url(", "@import"] {
+        assert!(!html.contains(outside), "{what} refers outside itself: `{outside}`");
+    }
+}

@@ -158,7 +158,11 @@ fn bench_reports_refusals() {
     bench_fault("bench-wrong-ct", "wrong-content-type", "wrong content type `text/plain`");
 }
 
-fn bench_fixture(f: &Fixture, out: &str, extra: &[&str]) -> (Option<i32>, String, serde_json::Value, PathBuf) {
+pub(super) fn bench_fixture(
+    f: &Fixture,
+    out: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, serde_json::Value, PathBuf) {
     let manifest = f.write();
     let out = f.path().join(out);
     let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "1"];

@@ -10,6 +10,7 @@ mod escape;
 mod github;
 mod gpu;
 mod hostile;
+mod html;
 mod inputs;
 mod lifecycle;
 mod merge;
