@@ -719,7 +719,7 @@ fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDe
 }
 
 /// A manifest path is relative, and stays inside the root once `.` and `..` are resolved lexically.
-fn inside_root(p: &mut Problems, path: &str, root: &Path, value: &str) -> Option<PathBuf> {
+pub(super) fn inside_root(p: &mut Problems, path: &str, root: &Path, value: &str) -> Option<PathBuf> {
     let rel = Path::new(value);
     if value.is_empty() {
         p.error(path, "must not be empty");

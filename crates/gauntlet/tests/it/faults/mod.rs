@@ -9,6 +9,7 @@ mod github;
 mod gpu;
 mod inputs;
 mod lifecycle;
+mod lm_eval;
 mod merge;
 mod plan;
 mod process;
