@@ -356,3 +356,81 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
     };
     (failures, summary, json!({"set": set, "floor": floor, "accuracy": score, "lm_eval": data}))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lm(tasks: &[&str], metric: Option<&str>) -> LmEval {
+        LmEval {
+            tasks: tasks.iter().map(|t| (*t).into()).collect(),
+            limit: None,
+            include_path: None,
+            metric: metric.map(Into::into),
+        }
+    }
+
+    /// lm-eval 0.4.13's layout: `results.TASK` with `METRIC,FILTER` keys beside their `_stderr` twins.
+    fn results() -> Value {
+        json!({"results": {
+            "one": {"alias": "one", "sample_len": 6, "exact_match,last-number": 0.8333333333333334,
+                    "exact_match_stderr,last-number": 0.16},
+            "two": {"alias": "two", "exact_match,strict": 0.5, "exact_match,flexible": 0.75,
+                    "exact_match_stderr,strict": 0.1, "exact_match_stderr,flexible": "N/A"},
+        }})
+    }
+
+    #[test]
+    fn the_score_is_the_named_or_only_metric_and_the_lowest_task_is_judged() {
+        let s = scores(&results(), &lm(&["one"], None)).unwrap();
+        assert_eq!(
+            s,
+            vec![TaskScore { task: "one".into(), metric: "exact_match,last-number".into(), value: 0.8333333333333334 }]
+        );
+        // Two metrics and none named: refused rather than picked.
+        let e = scores(&results(), &lm(&["two"], None)).unwrap_err();
+        assert_eq!(
+            e,
+            vec![
+                "task `two`: not exactly one metric; name one with `quality.lm_eval.metric` (it has exact_match,flexible, exact_match,strict)"
+            ]
+        );
+        let s = scores(&results(), &lm(&["two"], Some("exact_match,flexible"))).unwrap();
+        assert_eq!(s[0].value, 0.75);
+        let e = scores(&results(), &lm(&["one", "three"], None)).unwrap_err();
+        assert_eq!(e, vec!["lm-eval's results hold no task `three`"]);
+
+        let two = Ok(vec![
+            TaskScore { task: "a".into(), metric: "m,f".into(), value: 0.9 },
+            TaskScore { task: "b".into(), metric: "m,f".into(), value: 0.4 },
+        ]);
+        assert_eq!(lm_eval_verdict(true, &two, 0.4), (0.4, vec![]));
+        assert_eq!(
+            lm_eval_verdict(true, &two, 0.5),
+            (0.4, vec!["task `b`: m,f 0.400 is below the floor 0.5".to_owned()])
+        );
+        let (_, f) = lm_eval_verdict(false, &two, 0.0);
+        assert_eq!(f, vec![format!("lm-eval did not finish successfully (see {LOG_FILE})")]);
+        assert_eq!(lm_eval_verdict(true, &Ok(vec![]), 0.0).1, vec!["no task was scored: no evidence".to_owned()]);
+    }
+
+    #[test]
+    fn samples_give_the_score_again_for_their_filter_only() {
+        let text = [
+            json!({"doc_id": 0, "filter": "last-number", "exact_match": 1.0}),
+            json!({"doc_id": 1, "filter": "last-number", "exact_match": 0.0}),
+            json!({"doc_id": 2, "filter": "last-number", "exact_match": true}),
+            json!({"doc_id": 0, "filter": "other", "exact_match": 0.0}),
+        ]
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+        let (v, n) = score_from_samples(&text, "exact_match,last-number").unwrap();
+        assert_eq!((v, n), (2.0 / 3.0, 3));
+        assert_eq!(score_from_samples(&text, "exact_match,none").unwrap_err(), "no sample of filter `none`");
+        assert_eq!(score_from_samples(&text, "exact_match").unwrap_err(), "`exact_match` names no filter");
+        assert!(score_from_samples("{\"filter\": \"f\", \"m\": \"x\"}", "m,f").unwrap_err().contains("not a number"));
+        assert!(score_from_samples("not json", "m,f").unwrap_err().starts_with("line 1: not JSON"));
+    }
+}
