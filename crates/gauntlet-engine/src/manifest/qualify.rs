@@ -114,7 +114,7 @@ fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
     };
     let limit = r.integer(p, "limit", 1, LM_EVAL_LIMIT_MAX).map(|n| n as u64);
     let include_path = r.string(p, "include_path").and_then(|rel| {
-        let dir = super::load::inside_root(p, &r.at("include_path"), root, &rel)?;
+        let dir = super::fields::inside_root(p, &r.at("include_path"), root, &rel)?;
         if !dir.is_dir() {
             p.error(&r.at("include_path"), format!("`{}` is not a folder of task files", dir.display()));
         }
