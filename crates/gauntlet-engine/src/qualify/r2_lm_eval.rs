@@ -74,6 +74,10 @@ pub struct TaskScore {
     pub value: f64,
 }
 
+fn lm_eval_key_ok(key: &str) -> bool {
+    key.len() <= 200 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.,".contains(&b))
+}
+
 /// Per task, the score `lm.metric` (or the task's only metric) names in lm-eval's results JSON.
 pub fn scores(results: &Value, lm: &LmEval) -> Result<Vec<TaskScore>, Vec<String>> {
     let mut out = Vec::new();
@@ -85,7 +89,9 @@ pub fn scores(results: &Value, lm: &LmEval) -> Result<Vec<TaskScore>, Vec<String
         };
         let metrics: BTreeMap<&str, f64> = entry
             .iter()
-            .filter(|(k, _)| k.contains(',') && !k.contains("_stderr,"))
+            // Only keys of a metric's shape count: a key is shown in the stage's summary and failures, so nothing
+            // from the file with a control or markup character gets there.
+            .filter(|(k, _)| k.contains(',') && !k.contains("_stderr,") && lm_eval_key_ok(k))
             .filter_map(|(k, v)| v.as_f64().map(|f| (k.as_str(), f)))
             .collect();
         let chosen = match &lm.metric {
@@ -375,7 +381,7 @@ mod tests {
         json!({"results": {
             "one": {"alias": "one", "sample_len": 6, "exact_match,last-number": 0.8333333333333334,
                     "exact_match_stderr,last-number": 0.16},
-            "two": {"alias": "two", "exact_match,strict": 0.5, "exact_match,flexible": 0.75,
+            "two": {"alias": "two", "exact_match,strict": 0.5, "x,<b>\u{1b}[31m": 1.0, "exact_match,flexible": 0.75,
                     "exact_match_stderr,strict": 0.1, "exact_match_stderr,flexible": "N/A"},
         }})
     }
