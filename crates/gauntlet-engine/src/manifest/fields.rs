@@ -2,6 +2,7 @@
 //! `true` is not a count, `1.5` is not a count, `"2"` is not a count, and an integer is not a duration.
 
 use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use toml::{Table, Value};
@@ -144,6 +145,33 @@ pub(crate) fn base_url_problem(url: &str) -> Option<String> {
         return Some(format!("`{url}`: the path `{path}` is not a plain prefix"));
     }
     None
+}
+
+/// A manifest path is relative, and stays inside the root once `.` and `..` are resolved lexically.
+pub(crate) fn inside_root(p: &mut Problems, path: &str, root: &Path, value: &str) -> Option<PathBuf> {
+    let rel = Path::new(value);
+    if value.is_empty() {
+        p.error(path, "must not be empty");
+        return None;
+    }
+    if rel.is_absolute() {
+        p.error(path, format!("`{value}` must be relative to the manifest root `{}`", root.display()));
+        return None;
+    }
+    let mut depth: i32 = 0;
+    for c in rel.components() {
+        match c {
+            Component::Normal(_) => depth += 1,
+            Component::ParentDir => depth -= 1,
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => depth = -1,
+        }
+        if depth < 0 {
+            p.error(path, format!("`{value}` leaves the manifest root `{}`", root.display()));
+            return None;
+        }
+    }
+    Some(root.join(rel))
 }
 
 pub(crate) fn join(path: &str, key: &str) -> String {

@@ -2,7 +2,7 @@
 //! the rest of the engine never re-checks a port, a path or a flag.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::Device;
@@ -10,7 +10,7 @@ use super::Device;
 use gauntlet_schema::Thresholds;
 use toml::Table;
 
-use super::fields::{MAX_FILE_BYTES, Problems, Reader, base_url_problem, join, read_capped};
+use super::fields::{MAX_FILE_BYTES, Problems, Reader, base_url_problem, inside_root, join, read_capped};
 use crate::suite::Suite;
 
 pub const MANIFEST_VERSION: i64 = 1;
@@ -716,33 +716,6 @@ fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDe
             p.error(&at, format!("`{a}` is set by the profile (model, host and port are owned by gauntlet)"));
         }
     }
-}
-
-/// A manifest path is relative, and stays inside the root once `.` and `..` are resolved lexically.
-fn inside_root(p: &mut Problems, path: &str, root: &Path, value: &str) -> Option<PathBuf> {
-    let rel = Path::new(value);
-    if value.is_empty() {
-        p.error(path, "must not be empty");
-        return None;
-    }
-    if rel.is_absolute() {
-        p.error(path, format!("`{value}` must be relative to the manifest root `{}`", root.display()));
-        return None;
-    }
-    let mut depth: i32 = 0;
-    for c in rel.components() {
-        match c {
-            Component::Normal(_) => depth += 1,
-            Component::ParentDir => depth -= 1,
-            Component::CurDir => {}
-            Component::RootDir | Component::Prefix(_) => depth = -1,
-        }
-        if depth < 0 {
-            p.error(path, format!("`{value}` leaves the manifest root `{}`", root.display()));
-            return None;
-        }
-    }
-    Some(root.join(rel))
 }
 
 fn defined(doc: &Table, section: &str, name: &str) -> bool {

@@ -14,5 +14,5 @@ pub use load::{
     AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
 pub use qualify::{
-    DriftLimits, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, read_corpus, workload_problem,
+    DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, read_corpus, workload_problem,
 };

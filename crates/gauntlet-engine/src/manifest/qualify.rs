@@ -56,6 +56,77 @@ pub enum QualitySet {
     Arithmetic { version: u32, seed: u64, count: usize },
     /// A JSONL file in GSM8K's format; its sha256 is recorded in the bundle.
     Jsonl { path: PathBuf },
+    /// lm-evaluation-harness tasks run against the server (`qualify::r2_quality`): the score is each task's
+    /// `metric` (or its only metric), and the lowest task's score is judged against the floor.
+    LmEval(LmEval),
+}
+
+/// `quality.lm_eval`: which lm-evaluation-harness tasks R2 runs, on how many documents, from which folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmEval {
+    pub tasks: Vec<String>,
+    /// Documents per task (`--limit`); none = every document.
+    pub limit: Option<u64>,
+    /// A folder of task YAML files (`--include_path`), inside the manifest root; lm-eval runs in it, so a
+    /// task's relative `data_files` resolve there.
+    pub include_path: Option<PathBuf>,
+    /// The results key taken as the score, e.g. `exact_match,first-number`; none = the task's only metric.
+    pub metric: Option<String>,
+}
+
+/// The largest `quality.lm_eval.limit`: a qualification stage, not a full benchmark run.
+const LM_EVAL_LIMIT_MAX: i64 = 1_000_000;
+
+/// A task or metric name reaches lm-eval's command line inside comma-separated lists: letters, digits and
+/// `_ - . ,` (metric only) keep it one name.
+fn lm_eval_name_ok(name: &str, comma: bool) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b) || (comma && b == b','))
+}
+
+fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
+    let t = qr.table_of(p, "lm_eval")?;
+    let path = qr.at("lm_eval");
+    p.unknown_keys(t, &path, &["tasks", "limit", "include_path", "metric"]);
+    let r = Reader::new(t, path);
+    let tasks = match r.string_array(p, "tasks") {
+        None if !r.has("tasks") => {
+            p.error(&r.at("tasks"), "required (the lm-eval task names R2 runs)");
+            Vec::new()
+        }
+        None => Vec::new(),
+        Some(tasks) => {
+            if tasks.is_empty() {
+                p.error(&r.at("tasks"), "names no task");
+            }
+            for (i, task) in tasks.iter().enumerate() {
+                if !lm_eval_name_ok(task, false) {
+                    p.error(
+                        &format!("{}[{i}]", r.at("tasks")),
+                        format!("`{}` is not a task name (letters, digits, `_`, `-`, `.`)", task.escape_debug()),
+                    );
+                }
+            }
+            tasks
+        }
+    };
+    let limit = r.integer(p, "limit", 1, LM_EVAL_LIMIT_MAX).map(|n| n as u64);
+    let include_path = r.string(p, "include_path").and_then(|rel| {
+        let dir = super::fields::inside_root(p, &r.at("include_path"), root, &rel)?;
+        if !dir.is_dir() {
+            p.error(&r.at("include_path"), format!("`{}` is not a folder of task files", dir.display()));
+        }
+        Some(dir)
+    });
+    let metric = r.string(p, "metric");
+    if let Some(m) = &metric
+        && !lm_eval_name_ok(m, true)
+    {
+        p.error(&r.at("metric"), format!("`{}` is not a results key such as `exact_match,none`", m.escape_debug()));
+    }
+    Some(LmEval { tasks, limit, include_path, metric })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -228,11 +299,24 @@ pub(crate) fn read_qualify(
     }
     if let Some(qt) = q.table_of(p, "quality") {
         let qp = join(&path, "quality");
-        p.unknown_keys(qt, &qp, &["set", "seed", "count", "floor", "max_tokens"]);
+        p.unknown_keys(qt, &qp, &["set", "seed", "count", "floor", "max_tokens", "lm_eval"]);
         let qr = Reader::new(qt, qp);
+        if qr.has("lm_eval") {
+            // lm-eval brings its own documents, prompts and generation settings.
+            for key in ["set", "seed", "count", "max_tokens"] {
+                if qr.has(key) {
+                    p.error(&qr.at(key), "does not apply with `lm_eval` (its tasks bring their own)");
+                }
+            }
+        }
         let seed = qr.integer(p, "seed", 0, i64::MAX).map(|n| n as u64).unwrap_or(1);
         let count = qr.integer(p, "count", 1, 100_000).map(|n| n as usize).unwrap_or(20);
         match qr.string(p, "set").as_deref() {
+            _ if qr.has("lm_eval") => {
+                if let Some(l) = read_lm_eval(p, &qr, root) {
+                    s.quality.set = QualitySet::LmEval(l);
+                }
+            }
             None | Some("arith-v1") => s.quality.set = QualitySet::Arithmetic { version: 1, seed, count },
             Some(other) if other.starts_with("arith-v") => {
                 p.error(&qr.at("set"), format!("`{other}`: this gauntlet generates arith-v1 only"))

@@ -12,6 +12,7 @@ mod html;
 mod monitor;
 mod r0_provenance;
 mod r1_correctness;
+mod r2_lm_eval;
 mod r2_quality;
 mod r3_determinism;
 mod r4_r5_bench;
@@ -44,6 +45,7 @@ pub use verify::verify_bundle;
 
 pub use decision::{decision, fold};
 pub(crate) use r1_correctness::correctness_failures;
+pub use r2_lm_eval::{LM_EVAL_VERSION, install_command as lm_eval_install_command};
 pub(crate) use r2_quality::quality_verdict;
 pub use r2_quality::{QualityItem, quality_problems};
 
@@ -207,6 +209,8 @@ pub fn run_qualify(
             source: std::io::Error::other("already holds a qualification; give a new --out so no evidence is lost"),
         });
     }
+    // A tool R2 needs and does not have is infrastructure, told before any server starts.
+    r2_lm_eval::preflight(profile, &opts.stages).map_err(GateError::ToolMissing)?;
     std::fs::create_dir_all(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
     let settings = &profile.qualify;
     let clock = Instant::now();
@@ -370,7 +374,7 @@ pub fn run_qualify(
         let work = async {
             match id {
                 "R1" => correctness(&client, profile).await,
-                "R2" => quality(&client, profile).await,
+                "R2" => quality(&client, profile, dir).await,
                 "R3" => {
                     let restart = Restart {
                         session: session.as_mut(),

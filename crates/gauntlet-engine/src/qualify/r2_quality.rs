@@ -1,6 +1,7 @@
-//! R2, quality: a generated or declared set of word problems, and the accuracy rule `verify` recomputes.
-//! Never reads a set outside the path the manifest names.
+//! R2, quality: a generated or declared set of word problems, and the accuracy rule `verify` recomputes; or
+//! lm-evaluation-harness tasks (`r2_lm_eval`). Never reads a set outside the path the manifest names.
 
+use std::path::Path;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,7 @@ pub fn quality_problems(set: &QualitySet) -> Result<(Vec<words::Problem>, Value)
             let sha = crate::util::sha256_hex(text.as_bytes());
             Ok((problems, json!({"id": path.file_name().map(|n| n.to_string_lossy().into_owned()), "sha256": sha})))
         }
+        QualitySet::LmEval(_) => Err("lm-eval tasks are not a problem set gauntlet reads".into()),
     }
 }
 
@@ -44,8 +46,12 @@ pub struct QualityItem {
     pub error: Option<String>,
 }
 
-pub(super) async fn quality(client: &Client, profile: &Profile) -> Outcome {
+pub(super) async fn quality(client: &Client, profile: &Profile, dir: &Path) -> Outcome {
     let q = &profile.qualify.quality;
+    if let QualitySet::LmEval(lm) = &q.set {
+        let (failures, summary, data) = super::r2_lm_eval::run(client, profile, lm, dir).await;
+        return Outcome::judged(failures, summary, data);
+    }
     let (problems, set) = match quality_problems(&q.set) {
         Ok(p) => p,
         Err(e) => return Outcome::judged(vec![e], "no problem set".into(), json!({})),

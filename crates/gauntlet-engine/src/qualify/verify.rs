@@ -6,12 +6,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::r2_lm_eval;
 use super::{
     BASELINE_FILE, EvidenceFile, HTML_FILE, MANIFEST_FILE, MONITOR_FILE, QUALIFICATION_VERSION, Qualification,
     QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, drift, fold, quality_problems,
     quality_verdict, words,
 };
-use crate::manifest::{QualifySettings, QualitySet};
+use crate::manifest::{LmEval, QualifySettings, QualitySet};
 use crate::run::{BenchRecord, Level, Workload};
 use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError};
 use gauntlet_schema::IdentityRecord;
@@ -198,6 +199,9 @@ fn r1(file: &Value, snapshot: &Value, problems: &mut Vec<String>) -> Option<Stag
 }
 
 fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<String>) -> Option<StageStatus> {
+    if let QualitySet::LmEval(lm) = &settings.quality.set {
+        return r2_lm_eval(dir, file, lm, settings.quality.floor, problems);
+    }
     let items: Vec<QualityItem> = parse(&file["items"], "r2-quality.json: items", problems)?;
     let rebuilt = match &settings.quality.set {
         // The count is checked before the set is generated: a bundle that claims 10^12 problems is refused, not
@@ -236,6 +240,57 @@ fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
     let (accuracy, failures) = quality_verdict(&rescored, settings.quality.floor);
     if file["accuracy"].as_f64() != Some(accuracy) {
         problems.push(format!("r2-quality.json: accuracy {} but the replies give {accuracy}", file["accuracy"]));
+    }
+    Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
+}
+
+/// R2 by lm-eval: the score is taken again from the results file in the bundle, each task's score is computed
+/// again from its per-document samples, and the rule is applied again to both.
+fn r2_lm_eval(dir: &Path, file: &Value, lm: &LmEval, floor: f64, problems: &mut Vec<String>) -> Option<StageStatus> {
+    let data = &file["lm_eval"];
+    let exit_ok = data["exit_ok"].as_bool() == Some(true);
+    let scored = match data["results"].as_str() {
+        None => Err(vec!["lm-eval wrote no results".to_owned()]),
+        Some(name) if name != r2_lm_eval::RESULTS_FILE => {
+            problems.push(format!("r2-quality.json: results file `{name}` is not {}", r2_lm_eval::RESULTS_FILE));
+            return None;
+        }
+        Some(name) => {
+            let results = match r2_lm_eval::read_bounded(&dir.join(name)) {
+                Ok(t) => t,
+                Err(_) => {
+                    problems.push(format!("missing evidence: {name}"));
+                    return None;
+                }
+            };
+            let Ok(results) = serde_json::from_str::<Value>(&results) else {
+                problems.push(format!("{name}: not JSON"));
+                return None;
+            };
+            r2_lm_eval::scores(&results, lm)
+        }
+    };
+    if let Ok(scores) = &scored {
+        let stored: Option<Vec<r2_lm_eval::TaskScore>> = serde_json::from_value(data["scores"].clone()).ok();
+        if stored.as_ref() != Some(scores) {
+            problems.push(format!("r2-quality.json: its scores are not those of {}", r2_lm_eval::RESULTS_FILE));
+        }
+        for s in scores {
+            let name = r2_lm_eval::samples_file(&s.task);
+            let again =
+                r2_lm_eval::read_bounded(&dir.join(&name)).and_then(|t| r2_lm_eval::score_from_samples(&t, &s.metric));
+            match again {
+                Err(e) => problems.push(format!("{name}: cannot score the samples again: {e}")),
+                Ok((v, _)) if (v - s.value).abs() > 1e-9 => {
+                    problems.push(format!("{name}: the samples give {} {v}, the results say {}", s.metric, s.value))
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    let (score, failures) = r2_lm_eval::lm_eval_verdict(exit_ok, &scored, floor);
+    if file["accuracy"].as_f64() != Some(score) {
+        problems.push(format!("r2-quality.json: score {} but lm-eval's results give {score}", file["accuracy"]));
     }
     Some(if failures.is_empty() { StageStatus::Pass } else { StageStatus::Fail })
 }

@@ -113,6 +113,9 @@ pub enum SessionError {
     /// The build could not start (a missing program, an unwritable build directory).
     #[error("{0}")]
     BuildStart(String),
+    /// A tool a stage needs is not installed (lm-eval for R2): infrastructure; the message says how to install it.
+    #[error("{0}")]
+    ToolMissing(String),
 }
 
 impl From<BuildError> for SessionError {

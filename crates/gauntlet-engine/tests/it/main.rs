@@ -3,6 +3,7 @@
 
 mod bench;
 mod hostile_files;
+mod lm_eval_manifest;
 mod lossless;
 mod manifest;
 mod qualify;

@@ -101,7 +101,9 @@ pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
 /// closed (1); a server that cannot start or a missing API key is bad input (2).
 pub(crate) fn gate_failure(e: GateError) -> Failure {
     match e {
-        GateError::GpuBusy(why) | GateError::BuildTimeout(why) => Failure::infrastructure(why),
+        GateError::GpuBusy(why) | GateError::BuildTimeout(why) | GateError::ToolMissing(why) => {
+            Failure::infrastructure(why)
+        }
         GateError::BuildStart(why) => Failure::bad_input(why),
         GateError::GpuUnknown(why) => Failure::fail_closed(why),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),

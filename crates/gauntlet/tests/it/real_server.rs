@@ -816,3 +816,112 @@ fn keep_page(page: &std::path::Path, name: &str) {
         std::fs::copy(page, PathBuf::from(dir).join(name)).unwrap();
     }
 }
+
+/// R2 through lm-evaluation-harness (`scripts/setup.sh --test` installs it) on the embedded default's server and
+/// model, with the local task of `tests/data/lm-eval` (offline): the score reaches the floor, lm-eval's results
+/// and samples are in the bundle, `verify` scores them again, and a forged sample or score is caught.
+#[test]
+fn qualify_r2_through_lm_eval_on_the_embedded_default_passes_and_verifies() {
+    let home = home();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // The embedded default's model and server, through links, beside the task folder: every manifest path stays
+    // inside this root.
+    for d in ["models", "bin"] {
+        std::os::unix::fs::symlink(home.join(d), root.join(d)).unwrap();
+    }
+    let tasks = root.join("lm-eval");
+    std::fs::create_dir_all(&tasks).unwrap();
+    for f in ["gauntlet_arith.yaml", "gauntlet_arith.jsonl"] {
+        let from = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/lm-eval").join(f);
+        std::fs::copy(from, tasks.join(f)).unwrap();
+    }
+    let embedded = String::from_utf8(gauntlet(&["default-manifest"], &[], Duration::from_secs(30)).stdout).unwrap();
+    let quality = "quality = { count = 20, floor = 0.05 }";
+    assert!(embedded.contains(quality));
+    // SmolLM2-135M answers 5 of the task's first 6 sums (the sixth, "9 - 3", it gets wrong), the same every run.
+    let lm =
+        "quality = { floor = 0.8, lm_eval = { tasks = [\"gauntlet_arith\"], limit = 6, include_path = \"lm-eval\" } }";
+    std::fs::write(root.join("gauntlet.toml"), embedded.replacen(quality, lm, 1)).unwrap();
+    let port = free_port();
+    let out = root.join("bundle");
+    let manifest = root.join("gauntlet.toml");
+    let args = [
+        "qualify",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--stages",
+        "R2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let env = [("GAUNTLET_HOME", home.to_str().unwrap())];
+    let o = gauntlet(&args, &env, Duration::from_secs(900));
+    assert_server_gone(port);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let log = std::fs::read_to_string(out.join("r2-lm-eval.log")).unwrap_or_default();
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}\n{log}", String::from_utf8_lossy(&o.stderr));
+    let r2: Value = serde_json::from_str(&std::fs::read_to_string(out.join("r2-quality.json")).unwrap()).unwrap();
+    assert_eq!(r2["status"], "pass", "{r2}");
+    let score = &r2["lm_eval"]["scores"][0];
+    assert_eq!(
+        (score["task"].as_str(), score["metric"].as_str()),
+        (Some("gauntlet_arith"), Some("exact_match,last-number"))
+    );
+    assert!(r2["accuracy"].as_f64().unwrap() >= 0.8, "{r2}");
+    assert_eq!(r2["accuracy"], score["value"]);
+    let samples = std::fs::read_to_string(out.join("r2-lm-eval-samples-gauntlet_arith.jsonl")).unwrap();
+    assert_eq!(samples.lines().count(), 6, "{samples}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("r2-lm-eval-results.json")).unwrap()).unwrap();
+    assert_eq!(results["lm_eval_version"], "0.4.13");
+    assert!(!out.join(".r2-lm-eval").exists(), "the scratch folder is removed");
+    let verify = |bundle: &std::path::Path| -> Vec<String> {
+        let o = gauntlet(&["verify", "--json", bundle.to_str().unwrap()], &env, Duration::from_secs(60));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(verify(&out), Vec::<String>::new());
+
+    // Forgeries, re-hashed in the evidence manifest as a careful forger would: the recomputation still sees them.
+    let forged = |name: &str, file: &str, edit: &dyn Fn(String) -> String| {
+        let copy = root.join(name);
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&out).unwrap().flatten() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+        let path = copy.join(file);
+        std::fs::write(&path, edit(std::fs::read_to_string(&path).unwrap())).unwrap();
+        let manifest = copy.join("evidence-manifest.json");
+        let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+        for entry in m["files"].as_array_mut().unwrap() {
+            if entry["path"] == file {
+                entry["sha256"] = gauntlet_engine::util::sha256_file(&path).unwrap().into();
+                entry["bytes"] = std::fs::metadata(&path).unwrap().len().into();
+            }
+        }
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        verify(&copy)
+    };
+    // Right answers marked wrong: the results no longer match their own samples.
+    let p = forged("sample", "r2-lm-eval-samples-gauntlet_arith.jsonl", &|text| {
+        text.lines()
+            .map(|l| {
+                let mut v: Value = serde_json::from_str(l).unwrap();
+                v["exact_match"] = 0.0.into();
+                v.to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    assert!(p.iter().any(|p| p.starts_with("r2-lm-eval-samples-gauntlet_arith.jsonl: the samples give")), "{p:?}");
+    // A score raised in lm-eval's results: no longer the stage file's score, nor its samples'.
+    let p = forged("results", "r2-lm-eval-results.json", &|text| {
+        let mut v: Value = serde_json::from_str(&text).unwrap();
+        v["results"]["gauntlet_arith"]["exact_match,last-number"] = 1.0.into();
+        v.to_string()
+    });
+    assert!(p.iter().any(|p| p == "r2-quality.json: its scores are not those of r2-lm-eval-results.json"), "{p:?}");
+}

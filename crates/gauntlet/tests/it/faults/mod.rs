@@ -13,6 +13,7 @@ mod hostile;
 mod html;
 mod inputs;
 mod lifecycle;
+mod lm_eval;
 mod merge;
 mod plan;
 mod process;
