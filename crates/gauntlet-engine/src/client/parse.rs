@@ -126,16 +126,25 @@ impl StreamAssembler {
         self.done
     }
 
-    /// Feed bytes that arrived at `t` seconds after the request was sent.
+    /// Feed bytes that arrived at `t` seconds after the request was sent. Linear in the bytes fed, however the
+    /// stream is cut: what is pending holds no newline (it was searched when it arrived), and the lines of a chunk
+    /// leave the buffer in one move.
     pub fn feed(&mut self, bytes: &[u8], t: f64) -> Result<(), ClientError> {
+        let searched = self.pending.len();
         self.pending.extend_from_slice(bytes);
-        while let Some(nl) = self.pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=nl).collect();
-            self.line(&line, t)?;
+        let pending = std::mem::take(&mut self.pending);
+        let mut start = 0;
+        let mut from = searched;
+        while let Some(nl) = pending[from..].iter().position(|b| *b == b'\n').map(|i| from + i) {
+            self.line(&pending[start..=nl], t)?;
+            start = nl + 1;
+            from = start;
             if self.done {
                 return Ok(());
             }
         }
+        self.pending = pending;
+        self.pending.drain(..start);
         if self.pending.len() > MAX_LINE {
             return Err(ClientError::Malformed(format!("an SSE line longer than {MAX_LINE} bytes")));
         }
@@ -323,6 +332,31 @@ mod tests {
         assert!(s.feed(&big, 0.0).is_err());
         let mut s = StreamAssembler::default();
         assert!(s.feed(&[0xff, 0xfe, b'\n'], 0.0).unwrap_err().to_string().contains("UTF-8"));
+    }
+
+    /// Seen while fuzzing (`fuzz/`, target `sse_stream`, which cuts a stream into chunks as small as a byte): a line
+    /// trickled in byte by byte was searched again from its start on every byte, quadratic in its length: about
+    /// 5·10^11 byte comparisons for this line; now each byte is looked at once.
+    #[test]
+    fn a_long_line_trickled_byte_by_byte_is_read_in_linear_time() {
+        let mut s = StreamAssembler::default();
+        let event =
+            format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n", "x".repeat(MAX_LINE - 100));
+        for b in event.as_bytes() {
+            s.feed(std::slice::from_ref(b), 0.0).unwrap();
+        }
+        s.feed(b"data: [DONE]\n\n", 1.0).unwrap();
+        assert_eq!(s.finish().unwrap().content.len(), MAX_LINE - 100);
+    }
+
+    #[test]
+    fn many_lines_in_one_chunk_and_a_line_split_across_chunks() {
+        let mut s = StreamAssembler::default();
+        let mut chunk = ": keep-alive\n".repeat(10_000);
+        chunk.push_str("data: {\"choices\":[{\"delta\":{\"content\":\"a");
+        s.feed(chunk.as_bytes(), 0.0).unwrap();
+        s.feed(b"b\"}}]}\n\ndata: [DONE]\n\n", 1.0).unwrap();
+        assert_eq!(s.finish().unwrap().content, "ab");
     }
 
     #[test]

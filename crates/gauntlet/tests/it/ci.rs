@@ -53,6 +53,7 @@ fn ci_and_setup_scripts_pass_shellcheck() {
         "scripts/demo.sh",
         "scripts/gpu-validate.sh",
         "scripts/measure-tests.sh",
+        "scripts/fuzz.sh",
     ];
     let out =
         Command::new(tool("shellcheck")).arg("-S").arg("warning").args(scripts).current_dir(&root).output().unwrap();
