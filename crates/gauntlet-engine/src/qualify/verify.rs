@@ -216,6 +216,8 @@ fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
                 .map_err(|e| format!("{QUALITY_SET_FILE}: {}", e.join("; "))),
             Err(e) => Err(format!("{QUALITY_SET_FILE} (the set's copy in the bundle): {e}")),
         },
+        // Answered by r2_lm_eval above; never reached.
+        QualitySet::LmEval(_) => Err("an lm-eval set has no problems of its own".into()),
     };
     match rebuilt {
         Ok((set, _)) => {

@@ -25,6 +25,19 @@ pub fn redacted(run: &RunRecord) -> Cow<'_, RunRecord> {
     for a in r.cases.iter_mut().filter_map(|c| c.answer.as_mut()) {
         redact::fragments(a.timeline.iter_mut().map(|e| &mut e.content));
         redact::fragments(a.timeline.iter_mut().map(|e| &mut e.reasoning));
+        if let Some(t) = a.tokens.as_mut() {
+            // The tokens spell the answer again, one piece each: a token that held part of a secret keeps only its
+            // redacted text; its id, bytes and alternatives would spell the secret again, so they go.
+            let before: Vec<String> = t.items.iter().map(|i| i.text.clone()).collect();
+            redact::fragments(t.items.iter_mut().map(|i| &mut i.text));
+            for (item, old) in t.items.iter_mut().zip(&before) {
+                if item.text != *old {
+                    item.id = None;
+                    item.bytes = None;
+                    item.top.clear();
+                }
+            }
+        }
     }
     let Ok(mut v) = serde_json::to_value(&r) else { return Cow::Owned(r) };
     redact::value(&mut v);

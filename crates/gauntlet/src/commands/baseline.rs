@@ -155,17 +155,17 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
                 } else {
                     format!("chain BROKEN ({} problem(s))", h.problems.len())
                 };
-                println!("identity {}: {} promotion(s), {chain}", h.identity_digest, h.points.len());
+                outln!("identity {}: {} promotion(s), {chain}", h.identity_digest, h.points.len());
                 for p in &h.points {
                     let decode = p.decode.map_or("—".into(), |d| format!("{d:.1} tok/s"));
                     let load = p.load.map_or("—".into(), |l| format!("{l:.2} s"));
-                    println!("  #{} {} {} decode {decode} load {load}: {:?}", p.seq, p.promoted_at, p.kind, p.note);
+                    outln!("  #{} {} {} decode {decode} load {load}: {:?}", p.seq, p.promoted_at, p.kind, p.note);
                 }
             }
             if let Some(path) = html {
                 let page = gauntlet_engine::report::history_page(&store.root().display().to_string(), &identities);
                 gauntlet_engine::util::write_atomic(&path, page.as_bytes()).map_err(|e| super::unwritable(&path, e))?;
-                println!("written: {}", path.display());
+                outln!("written: {}", path.display());
             }
             let broken = identities.iter().any(|h| !h.problems.is_empty());
             Ok(if broken { Exit::Fail } else { Exit::Pass })

@@ -7,6 +7,6 @@ use crate::exit::Exit;
 
 pub(crate) fn completions(shell: clap_complete::Shell) -> Outcome {
     let mut command = crate::cli::Cli::command();
-    clap_complete::generate(shell, &mut command, "gauntlet", &mut std::io::stdout());
+    clap_complete::generate(shell, &mut command, "gauntlet", &mut crate::terminal::stdout());
     Ok(Exit::Pass)
 }

@@ -13,6 +13,7 @@ use super::{append_step_summary, unwritable};
 use crate::Outcome;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::exit::{Exit, Failure};
+use crate::terminal::errln;
 
 pub(crate) fn report(args: ReportArgs) -> Outcome {
     match &args.run {
@@ -54,9 +55,7 @@ fn render(run: &Path, format: ReportFormat, store: Option<&Path>) -> Outcome {
                     None => read_run(Path::new(&b.path)),
                 };
                 found
-                    .inspect_err(|why| {
-                        eprintln!("gauntlet: baseline `{}` not found ({why}): rendered without it", b.path)
-                    })
+                    .inspect_err(|why| errln!("gauntlet: baseline `{}` not found ({why}): rendered without it", b.path))
                     .ok()
             });
             if matches!(format, ReportFormat::Md) {
@@ -70,7 +69,12 @@ fn render(run: &Path, format: ReportFormat, store: Option<&Path>) -> Outcome {
             }
         }
     };
-    print!("{text}");
+    // Rendered from a stored record: server text, escaped for its format, still goes through the terminal's
+    // cleaning (a line a CI system would read as a command is defused).
+    let mut out = crate::terminal::stdout();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Failure::infrastructure(format!("stdout: {e}")))?;
     Ok(Exit::from(record.verdict))
 }
 
