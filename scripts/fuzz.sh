@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gauntlet's fuzz targets (fuzz/, cargo-fuzz on the nightly toolchain; artifacts in fuzz/target).
+# gauntlet's fuzz targets (fuzz/, cargo-fuzz on the nightly toolchain; built under $GAUNTLET_HOME/fuzz-target).
 #
 #   scripts/fuzz.sh build                  build every target
 #   scripts/fuzz.sh replay                 run every target over its corpus (fuzz/corpus/<target>) once
@@ -19,7 +19,9 @@ cd "$repo/fuzz"
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
 TARGETS=(sse_stream chat_completion manifest kernel_log records store bundle_verify)
-BUILD=(-s none --debug-assertions)
+# Built outside the checkout, under $GAUNTLET_HOME, so that a fresh clone (CI) rebuilds only what changed.
+FUZZ_TARGET_DIR=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}/fuzz-target
+BUILD=(-s none --debug-assertions --target-dir "$FUZZ_TARGET_DIR")
 # Each run is bounded in memory and per input; a slow input is a finding too.
 LIMITS=(-rss_limit_mb=2048 -timeout=10)
 
