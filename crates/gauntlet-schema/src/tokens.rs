@@ -155,7 +155,17 @@ fn same_token(a_id: Option<u64>, a: (&str, Option<&[u8]>), b_id: Option<u64>, b:
 /// The first token at which `run` parts from `baseline`, or None when they agree over the tokens both kept (the
 /// caller falls back to characters). Linear in the tokens kept.
 pub fn first_divergent_token(baseline: &AnswerTokens, run: &AnswerTokens) -> Option<TokenDivergence> {
-    let (b, r) = (&baseline.items, &run.items);
+    // An end-of-generation token has no text: llama.cpp lists it in a non-streamed answer's logprobs and not in a
+    // streamed one's (measured on its CUDA server). It ends the answer; it is not a token the answer differs by.
+    let spelled = |items: &[Token]| {
+        items.len()
+            - items
+                .iter()
+                .rev()
+                .take_while(|t| t.text.is_empty() && t.bytes.as_ref().is_none_or(|b| b.is_empty()))
+                .count()
+    };
+    let (b, r) = (&baseline.items[..spelled(&baseline.items)], &run.items[..spelled(&run.items)]);
     let at = b
         .iter()
         .zip(r)
@@ -217,6 +227,21 @@ mod tests {
 
     fn answer(items: Vec<Token>) -> AnswerTokens {
         AnswerTokens { source: TokenSource::Ids, count: items.len() as u64, items }
+    }
+
+    #[test]
+    fn a_trailing_end_token_without_text_is_not_a_divergence() {
+        let words = || vec![tok(1, "Paris", -0.1, &[]), tok(3, ".", -0.2, &[])];
+        let mut with_end = words();
+        with_end.push(tok(2, "", -0.01, &[(2, "", -0.01)]));
+        let (non_streamed, streamed) = (answer(with_end), answer(words()));
+        assert_eq!(first_divergent_token(&non_streamed, &streamed), None);
+        assert_eq!(first_divergent_token(&streamed, &non_streamed), None);
+        // A token that spells something is still one the answers differ by.
+        let mut longer = words();
+        longer.push(tok(4, "!", -0.3, &[]));
+        let d = first_divergent_token(&answer(longer), &streamed).unwrap();
+        assert_eq!(d.index, 2);
     }
 
     #[test]
