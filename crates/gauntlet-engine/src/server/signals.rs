@@ -1,5 +1,12 @@
 //! Ctrl-C (and SIGTERM, SIGHUP) on gauntlet stops every server group it started before gauntlet exits.
 //! Servers live in their own process groups, so the terminal's SIGINT never reaches them directly: we forward it.
+//!
+//! SIGKILL leaves gauntlet no moment to do that. For it, a watchdog: a small `sh` in a session of its own, started
+//! with the first group, whose standard input is a pipe that only gauntlet holds. Every live group is announced on
+//! it (`add PGID MARKER`) and withdrawn once stopped (`del PGID`). When gauntlet dies however it dies, the kernel
+//! closes the pipe; the watchdog reads end-of-file and kills each group still announced and every process that
+//! carries its marker (what left the group). The server's leader also has a parent-death signal; the watchdog is
+//! what reaches the rest.
 
 use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard, Once};
@@ -18,11 +25,81 @@ pub(crate) fn lock() -> MutexGuard<'static, Live> {
 }
 
 pub(crate) fn register(mut guard: MutexGuard<'static, Live>, pgid: i32, marker: String) {
+    tell_watchdog(&format!("add {pgid} {marker}"));
     guard.push((pgid, marker));
 }
 
 pub(crate) fn unregister(pgid: i32) {
-    lock().retain(|(p, _)| *p != pgid);
+    let mut live = lock();
+    live.retain(|(p, _)| *p != pgid);
+    tell_watchdog(&format!("del {pgid}"));
+}
+
+/// The watchdog's program. Its input: `add PGID MARKER` and `del PGID` lines (digits and dashes only, written by
+/// us). At end of input, gauntlet is gone: kill what is still announced.
+const WATCHDOG: &str = r#"live=""
+while read -r op g m; do
+  case $op in
+    add) live="$live $g:$m" ;;
+    del) next=""; for e in $live; do [ "${e%%:*}" = "$g" ] || next="$next $e"; done; live=$next ;;
+  esac
+done
+for e in $live; do
+  g=${e%%:*}; m=${e#*:}
+  kill -9 "-$g" 2>/dev/null
+  for f in /proc/[0-9]*/environ; do
+    if tr '\0' '\n' <"$f" 2>/dev/null | grep -qx "GAUNTLET_SUPERVISED=$m"; then
+      p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null
+    fi
+  done
+done
+"#;
+
+static WATCHDOG_PIPE: Mutex<Option<std::process::ChildStdin>> = Mutex::new(None);
+static WATCHDOG_START: Once = Once::new();
+
+/// Writes one line to the watchdog, starting it first. A watchdog that cannot start or has died is said once on
+/// stderr; the run goes on (the parent-death signal and the Ctrl-C path still stand).
+fn tell_watchdog(line: &str) {
+    WATCHDOG_START.call_once(|| {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", WATCHDOG, "gauntlet-watchdog"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        // SAFETY: setsid is async-signal-safe and has no memory-safety preconditions: the watchdog leaves our
+        // session, so the terminal's signals and a kill of gauntlet's group do not reach it.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            // Its stdin's write end is ours alone (close-on-exec: no server inherits it). The child itself is
+            // never waited for: it exits when gauntlet does, and is then re-parented and reaped by init.
+            Ok(mut child) => *WATCHDOG_PIPE.lock().unwrap_or_else(|p| p.into_inner()) = child.stdin.take(),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "gauntlet: warning: no watchdog ({e}); a SIGKILL of gauntlet may leave server processes behind"
+                );
+            }
+        }
+    });
+    let mut pipe = WATCHDOG_PIPE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(stdin) = pipe.as_mut()
+        && writeln!(stdin, "{line}").and_then(|()| stdin.flush()).is_err()
+    {
+        let _ = writeln!(
+            std::io::stderr(),
+            "gauntlet: warning: the watchdog is gone; a SIGKILL of gauntlet may leave server processes behind"
+        );
+        *pipe = None;
+    }
 }
 
 /// Installs the forwarding thread once per process. Call before starting any server.

@@ -2,7 +2,8 @@
 //! may outlive the run. A descendant that calls setsid and double-forks is out of reach of the group's signals; it
 //! carries gauntlet's marker in its environment and is re-parented to gauntlet (the child subreaper), so the stop
 //! still finds and kills it. A gauntlet killed by SIGKILL runs no cleanup at all: the server's parent-death signal
-//! takes it down.
+//! takes the leader down, and gauntlet's watchdog (which sees the end of its pipe) the rest of the group and what
+//! left it.
 
 use super::*;
 use crate::common::{processes_tagged, send_signal};
@@ -68,6 +69,21 @@ fn sigkill_of_gauntlet_takes_its_server_down() {
     let status = wait_exit(&mut child);
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{status:?}");
     // Nothing of gauntlet ran after the SIGKILL: only the server's parent-death signal can have stopped it.
+    assert_no_survivors(&f.tag);
+}
+
+/// A server with a child in its group and a descendant that left it (setsid and a double fork): after a SIGKILL
+/// of gauntlet, nothing of either survives. Without the watchdog both did (the parent-death signal reaches only the
+/// leader).
+#[test]
+fn sigkill_of_gauntlet_leaves_neither_group_members_nor_escaped_processes() {
+    let f = Fixture::new("sigkill-all").fault(&["--escape-child", "--leak-child", "--token-delay-ms", "200"]);
+    let mut child = start(&f);
+    // The server, its child in the group and the escaped sleeper.
+    wait_for_processes(&f, 3);
+    send_signal(child.id() as i32, 9);
+    let status = wait_exit(&mut child);
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9), "{status:?}");
     assert_no_survivors(&f.tag);
 }
 
