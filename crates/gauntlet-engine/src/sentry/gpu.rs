@@ -210,7 +210,8 @@ fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, St
 }
 
 /// `$GAUNTLET_FAKE_GPU`: `holders/<pid>` files (content: process name, then optionally bytes held), an `unknown` file (content: why the
-/// holders cannot be told), `identity.json`.
+/// holders cannot be told), `identity.json`. Each query that finds a holder appends a line to `probes.log`, so a
+/// test can free the device once gauntlet has seen it busy instead of guessing when that will be.
 pub struct DirProbe {
     pub dir: PathBuf,
 }
@@ -237,6 +238,11 @@ impl Probe for DirProbe {
             })
             .unwrap_or_default();
         out.sort_by_key(|h| h.pid);
+        if !out.is_empty() {
+            use std::io::Write as _;
+            let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("probes.log"));
+            let _ = log.and_then(|mut f| writeln!(f, "busy {}", out.len()));
+        }
         Ok(out)
     }
 

@@ -40,8 +40,16 @@ fn busy_gpu_skips_waits_or_fails_closed() {
 
     f.profile_extra = "device = \"nvidia:0\"\nbusy_wait = \"30s\"\n".into();
     let holder = gpu.join("holders/4242");
+    let probes = gpu.join("probes.log");
+    let _ = std::fs::remove_file(&probes);
+    // Free the device once gauntlet has seen it busy (the fake probe logs each busy answer), never on a timer that
+    // a slow start could outrun.
     let freer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(700));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !std::fs::read_to_string(&probes).is_ok_and(|t| t.contains("busy")) {
+            assert!(std::time::Instant::now() < deadline, "gauntlet never looked at the busy GPU");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         std::fs::remove_file(holder).unwrap();
     });
     let waited = run_with_env(&f, "waited", &env);
