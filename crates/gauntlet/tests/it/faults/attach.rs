@@ -7,22 +7,7 @@ use super::*;
 #[test]
 fn attaches_to_a_running_server_under_a_path_prefix() {
     let f = Fixture::new("attach");
-    f.write();
-    let port = free_port();
-    let mut server = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
-        .args(["--port", &port.to_string(), "--prefix", "/serving", "--tag", &f.tag, "--lifetime-s", "60"])
-        .args(["--answers", f.path().join("answers.json").to_str().unwrap()])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let manifest = f.path().join("attach.toml");
-    std::fs::write(
-        &manifest,
-        format!(
-            "version = 1\n[profiles.remote]\nbase_url = \"http://127.0.0.1:{port}/serving/\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\nrequest_timeout = \"3s\"\napi_key_env = \"FAKE_KEY\"\n"
-        ),
-    )
-    .unwrap();
+    let (mut server, manifest) = f.attached(&["--prefix", "/serving"], "/serving/", "FAKE_KEY");
     let out = f.path().join("out");
     let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
     let missing_key = finish(gauntlet(&args, &[], Duration::from_secs(30)), &out);

@@ -30,22 +30,7 @@ fn workflow_commands(text: &str) -> Vec<&str> {
 fn an_echoed_api_key_reaches_no_file_and_no_output_line() {
     const KEY: &str = "sk-gauntlet-LEAK-4f9a2c71e0";
     let f = Fixture::new("echo-key");
-    f.write();
-    let port = free_port();
-    let mut server = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
-        .args(["--port", &port.to_string(), "--fault", "echo-auth", "--tag", &f.tag, "--lifetime-s", "60"])
-        .args(["--answers", f.path().join("answers.json").to_str().unwrap()])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let manifest = f.path().join("attach.toml");
-    std::fs::write(
-        &manifest,
-        format!(
-            "version = 1\n[profiles.remote]\nbase_url = \"http://127.0.0.1:{port}\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\nrequest_timeout = \"3s\"\napi_key_env = \"ECHO_KEY\"\n"
-        ),
-    )
-    .unwrap();
+    let (mut server, manifest) = f.attached(&["--fault", "echo-auth"], "", "ECHO_KEY");
     let out = f.path().join("out");
     let summary = f.path().join("step-summary.md");
     let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];

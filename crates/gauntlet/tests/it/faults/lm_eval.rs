@@ -6,22 +6,16 @@ use super::*;
 const LM_EVAL_QUALITY: &str = "[profiles.test.qualify]\nquality = { floor = 0.5, lm_eval = { tasks = [\"arith\"], \
     limit = 2, include_path = \"tasks\" } }";
 
-/// The fixture's manifest with the sha256 qualification demands of the model.
-fn write_for_qualify(f: &Fixture) -> PathBuf {
+/// The qualifiable manifest, with the folder its lm-eval tasks live in.
+fn with_tasks(f: &Fixture) -> PathBuf {
     std::fs::create_dir_all(f.path().join("tasks")).unwrap();
-    let manifest = f.write();
-    let sha = gauntlet_engine::util::sha256_hex(b"GGUF fake weights");
-    let text = std::fs::read_to_string(&manifest)
-        .unwrap()
-        .replace("path = \"models/tiny.gguf\"", &format!("path = \"models/tiny.gguf\"\nsha256 = \"{sha}\""));
-    std::fs::write(&manifest, text).unwrap();
-    manifest
+    f.write_qualifiable()
 }
 
 #[test]
 fn qualify_with_lm_eval_absent_is_infrastructure_naming_the_install_command() {
     let f = Fixture::new("lm-eval-absent").profile(LM_EVAL_QUALITY);
-    let manifest = write_for_qualify(&f);
+    let manifest = with_tasks(&f);
     let home = f.path().join("empty-home");
     let out = f.path().join("bundle");
     let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R2", "--out", out.to_str().unwrap()];
@@ -73,7 +67,7 @@ fn assert_gone(pids: &[i32]) {
 fn lm_eval_past_the_stage_deadline_is_stopped_with_its_group_and_r2_fails() {
     let f = Fixture::new("lm-eval-hang")
         .profile(&format!("{LM_EVAL_QUALITY}\ntimeouts = {{ R2 = \"10s\" }}\nmonitor = {{ interval = \"100ms\" }}"));
-    let manifest = write_for_qualify(&f);
+    let manifest = with_tasks(&f);
     // A harness that never finishes, with a child of its own: both must be gone when the stage ends.
     let bin = f.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();

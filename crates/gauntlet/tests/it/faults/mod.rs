@@ -191,6 +191,41 @@ server_arguments = [{args}]
         path
     }
 
+    /// The manifest with the model's sha256 declared, as qualification demands.
+    fn write_qualifiable(&self) -> PathBuf {
+        let manifest = self.write();
+        let sha = gauntlet_engine::util::sha256_hex(b"GGUF fake weights");
+        let text = std::fs::read_to_string(&manifest)
+            .unwrap()
+            .replace("path = \"models/tiny.gguf\"", &format!("path = \"models/tiny.gguf\"\nsha256 = \"{sha}\""));
+        std::fs::write(&manifest, text).unwrap();
+        manifest
+    }
+
+    /// A fake server that the test starts itself (gauntlet only attaches), answering the fixture's answers, with
+    /// `extra` arguments; and `attach.toml`, a profile `remote` for it at `path` (e.g. `/` or `/serving/`) that reads
+    /// its key from `key_env`. The caller kills the server.
+    fn attached(&self, extra: &[&str], path: &str, key_env: &str) -> (std::process::Child, PathBuf) {
+        self.write();
+        let port = free_port();
+        let server = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+            .args(["--port", &port.to_string(), "--tag", &self.tag, "--lifetime-s", "60"])
+            .args(extra)
+            .args(["--answers", self.path().join("answers.json").to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let manifest = self.path().join("attach.toml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "version = 1\n[profiles.remote]\nbase_url = \"http://127.0.0.1:{port}{path}\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\nrequest_timeout = \"3s\"\napi_key_env = \"{key_env}\"\n"
+            ),
+        )
+        .unwrap();
+        (server, manifest)
+    }
+
     /// Runs `gauntlet run` on this fixture into `out`, then checks that no process of the run survived.
     fn run_into(&self, out: &str, extra: &[&str]) -> Run {
         let manifest = self.write();

@@ -22,15 +22,7 @@ fn qualify_into(
     env: &[(&str, &str)],
     extra: &[&str],
 ) -> (Option<i32>, serde_json::Value, PathBuf, String) {
-    let manifest = f.write();
-    let text = std::fs::read_to_string(&manifest).unwrap().replace(
-        "path = \"models/tiny.gguf\"",
-        &format!(
-            "path = \"models/tiny.gguf\"\nsha256 = \"{}\"",
-            gauntlet_engine::util::sha256_hex(b"GGUF fake weights")
-        ),
-    );
-    std::fs::write(&manifest, text).unwrap();
+    let manifest = f.write_qualifiable();
     let out = f.path().join(folder);
     let mut args =
         vec!["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", stages, "--out", out.to_str().unwrap()];

@@ -8,12 +8,7 @@ use serde_json::{Value, json};
 /// `gauntlet qualify --stages STAGES` on the fixture (the model gets the sha256 qualification demands). Returns
 /// the exit code, the bundle folder and stdout.
 fn qualify(f: &Fixture, stages: &str) -> (Option<i32>, PathBuf, String) {
-    let manifest = f.write();
-    let sha = gauntlet_engine::util::sha256_hex(b"GGUF fake weights");
-    let text = std::fs::read_to_string(&manifest)
-        .unwrap()
-        .replace("path = \"models/tiny.gguf\"", &format!("path = \"models/tiny.gguf\"\nsha256 = \"{sha}\""));
-    std::fs::write(&manifest, text).unwrap();
+    let manifest = f.write_qualifiable();
     let out = f.path().join("bundle");
     let args =
         ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", stages, "--out", out.to_str().unwrap()];
