@@ -122,6 +122,17 @@ verdict = { min_pass_rate = 0.4 }
 EOF
 }
 
+# Joins the two halves of the model and checks it, then waits (bounded) for the background CUDA build; exits when
+# either fails.
+model_and_build() {
+  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
+  say "waiting for the CUDA build (at most 480 s)"
+  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
+  tail -5 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
+  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+}
+
 case $stage in
 start)
   say "machine"
@@ -159,12 +170,7 @@ part)
   say "build so far"; tail -3 "$GV/build.log"; ls "$GV"/build.* 2>/dev/null
   ;;
 run)
-  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
-  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
-  say "waiting for the CUDA build (at most 480 s)"
-  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
-  tail -5 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
-  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  model_and_build
   "$GV/build/bin/llama-server" --version 2>&1 | tail -3
   say "doctor, profile h200"
   "$GV/gauntlet" doctor --manifest "$GV/gpu.toml" -p h200
@@ -198,12 +204,7 @@ overhead)
   # gauntlet's fixed cost per gate on the GPU (wall − load − the requests' own seconds), then a bench of an
   # attached server that holds the bound GPU itself (no busy skip may happen).
   cp .gpu-b/gauntlet "$GV/gauntlet" 2>/dev/null && chmod +x "$GV/gauntlet"
-  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
-  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
-  say "waiting for the CUDA build (at most 480 s)"
-  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
-  tail -3 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
-  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  model_and_build
   write_manifest
   "$GV/gauntlet" --version
   say "fixed cost per gate, profile h200, 10 runs"
@@ -222,12 +223,7 @@ overhead)
   ;;
 tokens)
   cp .gpu-b/gauntlet "$GV/gauntlet" 2>/dev/null && chmod +x "$GV/gauntlet"
-  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
-  echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
-  say "waiting for the CUDA build (at most 480 s)"
-  for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
-  tail -3 "$GV/build.log"; cp "$GV/build.log" "$OUT/build.log"
-  [ -f "$GV/build.done" ] || { echo "CUDA build did not finish"; exit 1; }
+  model_and_build
   write_manifest
   "$GV/gauntlet" --version
   for p in h200 h200-np4; do
