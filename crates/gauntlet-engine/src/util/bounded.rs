@@ -104,6 +104,11 @@ fn open(path: &Path, follow: i32) -> Result<(File, u64), ReadError> {
 /// The bytes of a regular file of at most `cap` bytes.
 pub fn read_bytes(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let (file, len) = open_regular(path)?;
+    read_capped(file, len, cap)
+}
+
+/// An opened file of `len` bytes (by its metadata), read to its end but never past `cap`.
+fn read_capped(file: File, len: u64, cap: u64) -> Result<Vec<u8>, ReadError> {
     if len > cap {
         return Err(ReadError::TooLarge { cap });
     }
@@ -126,15 +131,7 @@ pub fn read_text(path: &Path, cap: u64) -> Result<String, ReadError> {
 /// file of at most `cap` bytes; a FIFO or a device is refused, never read or waited on.
 pub fn read_named_text(path: &Path, cap: u64) -> Result<String, ReadError> {
     let (file, len) = open(path, 0)?;
-    if len > cap {
-        return Err(ReadError::TooLarge { cap });
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(ReadError::Io)?;
-    if bytes.len() as u64 > cap {
-        return Err(ReadError::TooLarge { cap });
-    }
-    String::from_utf8(bytes).map_err(|e| ReadError::NotUtf8 { at: e.utf8_error().valid_up_to() })
+    String::from_utf8(read_capped(file, len, cap)?).map_err(|e| ReadError::NotUtf8 { at: e.utf8_error().valid_up_to() })
 }
 
 /// The sha256 (lowercase hex) and size of a regular file of at most `cap` bytes, streamed.
