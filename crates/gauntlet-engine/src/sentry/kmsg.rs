@@ -270,13 +270,15 @@ impl Cursor {
                 };
                 if let Some(next) = self.next {
                     if record.seq > next {
-                        obs.lost += record.seq - next;
+                        // Sequence numbers are read, not trusted: a jump near u64::MAX saturates the count.
+                        obs.lost = obs.lost.saturating_add(record.seq - next);
                     } else if self.epipe {
                         obs.lost_unknown = true;
                     }
                 }
                 self.epipe = false;
-                self.next = Some(record.seq + 1);
+                // The last possible sequence number has no successor: the next record cannot be counted as a gap.
+                self.next = record.seq.checked_add(1);
                 if during {
                     obs.first_seq.get_or_insert(record.seq);
                 }
@@ -385,5 +387,26 @@ impl Drop for Bracket {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+
+    /// Found by the `kernel_log` fuzz target: sequence numbers that jump to near u64::MAX, fall back and jump again
+    /// overflowed the count of lost records, and the last possible one overflowed its successor (panics with overflow
+    /// checks, wrong counts without).
+    #[test]
+    fn sequence_numbers_near_the_top_of_u64_do_not_overflow() {
+        let mut cursor = Cursor { next: None, epipe: false };
+        let mut obs = Observed::default();
+        for seq in [0, u64::MAX - 1, 5, u64::MAX - 1, u64::MAX, 3] {
+            let raw = format!("3,{seq},100,-;NVRM: Xid (PCI:0000:01:00): 45, pid=1, name=x").into_bytes();
+            assert!(cursor.take(Read::Record(raw), &mut obs, true));
+        }
+        assert_eq!(obs.lost, u64::MAX, "saturated");
+        assert_eq!(obs.last_seq, Some(3));
+        assert_eq!(obs.records_read, 6);
     }
 }

@@ -224,8 +224,10 @@ fn netfault_slow_lossy_link_is_not_a_regression() {
     assert!(!slow.has_finding("regression"), "{}", slow.explain());
     assert!(!slow.has_finding("text-drift"), "greedy answers over a slow link are the same text\n{}", slow.explain());
     if slow.code == 1 {
-        // Only a request that ran past its timeout may fail such a run.
-        assert_names_the_network(&slow, &["timed out", "timeout"]);
+        // Only the network may fail such a run: a request past its timeout, or a connection the server gave up on
+        // (llama.cpp's server resets a connection whose writes stall on the congested link: seen in a fresh-clone
+        // run of this test, 2026-12-03).
+        assert_names_the_network(&slow, &["timed out", "timeout", "connection reset"]);
     }
 }
 

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Fuzz every target on many cores (used on the H200 machine, which has 16). `start [SECONDS]` launches detached
+# libFuzzer processes (each its own seed and output folder, reading the repo's corpus) and waits SECONDS; `collect
+# [SECONDS]` waits (bounded) for them to end and sums the executions per target from libFuzzer's final stats.
+# The binaries come from $FUZZ_BIN (default .gpu-f/, which the device tool carries): `scripts/fuzz.sh build`, then
+# `strip -o` each of $GAUNTLET_HOME/fuzz-target/x86_64-unknown-linux-gnu/release/<target>. Results go to $OUT.
+set -u
+F=/tmp/fz
+T=1050
+case $1 in
+start)
+  rm -rf "$F"; mkdir -p "$F/bin" "$F/new" "$F/logs" "$F/corpus"
+  cp "${FUZZ_BIN:-.gpu-f}"/{sse_stream,chat_completion,manifest,kernel_log,records,store,bundle_verify} "$F/bin/"; chmod +x "$F"/bin/*
+  cp -r fuzz/corpus/. "$F/corpus/"
+  nproc; grep -m1 "model name" /proc/cpuinfo
+  launch() {
+    for i in $(seq 1 "$2"); do
+      mkdir -p "$F/new/$1-$i"
+      setsid nohup "$F/bin/$1" -max_total_time=$T -seed=$((1000 + i)) -rss_limit_mb=2048 -timeout=10 \
+        -print_final_stats=1 -artifact_prefix="$F/crash-$1-$i-" "$F/new/$1-$i" "$F/corpus/$1" \
+        >"$F/logs/$1-$i.log" 2>&1 </dev/null &
+    done
+  }
+  launch chat_completion 1; launch sse_stream 1; launch records 1; launch manifest 2; launch kernel_log 3
+  launch store 6; launch bundle_verify 2
+  sleep 5; pgrep -c -f "$F/bin/" ; date
+  sleep "${2:-550}"
+  grep -h "^#.*exec/s" "$F"/logs/*.log | tail -3
+  ;;
+collect)
+  for _ in $(seq 1 "${2:-540}"); do pgrep -f "$F/bin/" >/dev/null || break; sleep 1; done
+  pkill -INT -f "$F/bin/"; sleep 3
+  for t in sse_stream chat_completion manifest kernel_log records store bundle_verify; do
+    total=0; n=0
+    for l in "$F"/logs/"$t"-*.log; do
+      u=$(grep -o "stat::number_of_executed_units: [0-9]*" "$l" | grep -o "[0-9]*$")
+      total=$((total + ${u:-0})); n=$((n + 1))
+    done
+    crashes=$(find "$F" -maxdepth 1 -name "crash-$t-*" | wc -l)
+    echo "$t processes=$n executions=$total crashes=$crashes"
+  done | tee "$OUT/fuzz-totals.txt"
+  for l in "$F"/logs/*.log; do echo "== $l"; grep -E "stat::|Done|ERROR|panicked" "$l" | head -5; done >"$OUT/fuzz-logs.txt"
+  mkdir -p "$OUT/crashes"; find "$F" -maxdepth 1 -name "crash-*" -exec cp {} "$OUT/crashes/" \;
+  ;;
+esac
