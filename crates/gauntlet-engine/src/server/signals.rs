@@ -81,7 +81,20 @@ fn tell_watchdog(line: &str) {
         match cmd.spawn() {
             // Its stdin's write end is ours alone (close-on-exec: no server inherits it). The child itself is
             // never waited for: it exits when gauntlet does, and is then re-parented and reaped by init.
-            Ok(mut child) => *WATCHDOG_PIPE.lock().unwrap_or_else(|p| p.into_inner()) = child.stdin.take(),
+            Ok(mut child) => {
+                let stdin = child.stdin.take();
+                // Non-blocking: a watchdog that stops reading (stopped, stuck) makes a write fail at once instead
+                // of holding the group registry, and the lock around it, without a deadline. Each line is far
+                // below PIPE_BUF, so it is written whole or not at all.
+                if let Some(fd) = stdin.as_ref().map(std::os::fd::AsRawFd::as_raw_fd) {
+                    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+                    unsafe {
+                        let flags = libc::fcntl(fd, libc::F_GETFL);
+                        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                    }
+                }
+                *WATCHDOG_PIPE.lock().unwrap_or_else(|p| p.into_inner()) = stdin;
+            }
             Err(e) => {
                 let _ = writeln!(
                     std::io::stderr(),
