@@ -7,7 +7,7 @@
 //!                           keys `__token_delay_ms` and `__load_delay_ms` set the delays below, so a test can slow
 //!                           the server down without changing its command line (which is part of the identity)
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
-//!                           http500 | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
+//!                           http500 | http400 (llama.cpp's context-size refusal) | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
 //!                           answer whose chunked framing breaks after its first event) | flood (12 MiB of
 //!                           one-character token events)
 //!                           | echo-auth (every answer quotes the request's Authorization header, streamed in
@@ -359,6 +359,11 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         }
         Some("http500") => {
             return respond(&mut stream, 500, "application/json", b"{\"error\":\"simulated\"}");
+        }
+        // llama.cpp's refusal of a prompt longer than its slot's context.
+        Some("http400") => {
+            let body = br#"{"error":{"code":400,"message":"request (3996 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3996,"n_ctx":2048}}"#;
+            return respond(&mut stream, 400, "application/json", body);
         }
         Some("wrong-content-type") if !stream_mode => {
             return respond(&mut stream, 200, "text/html", b"<html>hi</html>");

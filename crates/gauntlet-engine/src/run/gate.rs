@@ -260,6 +260,14 @@ pub(crate) async fn answer_case(
             record.answer = Some(answer);
             Ok(())
         }
+        // The server read the request and refused it (a context too long, an unknown field, a tool it was not started
+        // for): that is its answer to this case, in its own words, so the case fails; a declared expected failure
+        // stays expected. 5xx, resets and timeouts stay errors: the exchange itself broke.
+        Err(e @ ClientError::Status { status: 400..=499, .. }) => {
+            record.status = CaseStatus::Fail;
+            record.checks = vec![CheckResult { check: "http-status".into(), passed: false, detail: e.to_string() }];
+            Ok(())
+        }
         Err(e) => {
             record.status = CaseStatus::Error;
             record.error = Some(e.to_string());
