@@ -2,4 +2,5 @@
 //! with a baseline. Pure functions, tested alone; the workload driver and the command are `crate::run::bench`.
 
 pub mod metrics;
+pub mod power;
 pub mod stats;
