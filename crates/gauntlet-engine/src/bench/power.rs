@@ -13,7 +13,7 @@ const Z_POWER: f64 = 0.841_621;
 /// The minimum detectable effect at 80 % power and a two-sided 5 % level for an estimate with standard error `se`,
 /// on the estimate's own scale. `None` for a standard error that is not a finite non-negative number.
 pub fn minimum_detectable_effect(se: f64) -> Option<f64> {
-    (se.is_finite() && se >= 0.0).then(|| (Z_ALPHA + Z_POWER) * se)
+    (se.is_finite() && se >= 0.0).then_some((Z_ALPHA + Z_POWER) * se)
 }
 
 #[cfg(test)]
