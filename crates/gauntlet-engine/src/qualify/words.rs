@@ -112,22 +112,39 @@ pub enum Extraction {
 /// `\boxed{N}`, "answer is N", `**N**`, and the last number in the text.
 pub fn extract_answer(reply: &str) -> Option<(String, Extraction)> {
     let text = reply.rsplit_once("</think>").map_or(reply, |(_, after)| after);
-    let number = r"(-?\$?\s*[0-9][0-9,]*(?:\.[0-9]+)?)";
-    let tries: [(Extraction, String); 4] = [
-        (Extraction::Marker, format!(r"####\s*{number}")),
-        (Extraction::Boxed, format!(r"\\boxed\{{\s*{number}")),
-        (Extraction::AnswerIs, format!(r"(?i)answer\s+is\s*:?\s*{number}")),
-        (Extraction::Bold, format!(r"\*\*\s*{number}\s*\*\*")),
-    ];
-    for (how, pattern) in tries {
-        let re = regex::Regex::new(&pattern).expect("static pattern");
+    let patterns = &*ANSWER_PATTERNS;
+    for (how, re) in &patterns.tries {
         if let Some(n) = re.captures_iter(text).last().and_then(|c| normalise_number(&c[1])) {
-            return Some((n, how));
+            return Some((n, *how));
         }
     }
-    let re = regex::Regex::new(number).expect("static pattern");
-    re.find_iter(text).filter_map(|m| normalise_number(m.as_str())).last().map(|n| (n, Extraction::LastNumber))
+    patterns
+        .number
+        .find_iter(text)
+        .filter_map(|m| normalise_number(m.as_str()))
+        .last()
+        .map(|n| (n, Extraction::LastNumber))
 }
+
+/// The answer patterns, compiled once per process (compiling them per answer was most of `verify`'s time).
+struct AnswerPatterns {
+    tries: [(Extraction, regex::Regex); 4],
+    number: regex::Regex,
+}
+
+static ANSWER_PATTERNS: std::sync::LazyLock<AnswerPatterns> = std::sync::LazyLock::new(|| {
+    let number = r"(-?\$?\s*[0-9][0-9,]*(?:\.[0-9]+)?)";
+    let re = |p: String| regex::Regex::new(&p).expect("static pattern");
+    AnswerPatterns {
+        tries: [
+            (Extraction::Marker, re(format!(r"####\s*{number}"))),
+            (Extraction::Boxed, re(format!(r"\\boxed\{{\s*{number}"))),
+            (Extraction::AnswerIs, re(format!(r"(?i)answer\s+is\s*:?\s*{number}"))),
+            (Extraction::Bold, re(format!(r"\*\*\s*{number}\s*\*\*"))),
+        ],
+        number: re(number.to_owned()),
+    }
+});
 
 /// `$1,200.50` → `1200.5`; `42.` → `42`; `-3` → `-3`. None when no number is left.
 pub fn normalise_number(s: &str) -> Option<String> {
