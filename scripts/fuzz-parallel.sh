@@ -4,9 +4,12 @@
 # [SECONDS]` waits (bounded) for them to end and sums the executions per target from libFuzzer's final stats.
 # The binaries come from $FUZZ_BIN (default .gpu-f/, which the device tool carries): `scripts/fuzz.sh build`, then
 # `strip -o` each of $GAUNTLET_HOME/fuzz-target/x86_64-unknown-linux-gnu/release/<target>. Results go to $OUT.
+# FUZZ_PLAN names the processes per target ("TARGET:N …"; by default every target, weighted by its speed) and
+# FUZZ_SECONDS how long each runs (default 1050).
 set -u
 F=/tmp/fz
-T=1050
+T=${FUZZ_SECONDS:-1050}
+PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log:3 store:6 bundle_verify:2}
 case $1 in
 start)
   rm -rf "$F"; mkdir -p "$F/bin" "$F/new" "$F/logs" "$F/corpus"
@@ -21,8 +24,7 @@ start)
         >"$F/logs/$1-$i.log" 2>&1 </dev/null &
     done
   }
-  launch chat_completion 1; launch sse_stream 1; launch records 1; launch manifest 2; launch kernel_log 3
-  launch store 6; launch bundle_verify 2
+  for p in $PLAN; do launch "${p%%:*}" "${p##*:}"; done
   sleep 5; pgrep -c -f "$F/bin/" ; date
   sleep "${2:-550}"
   grep -h "^#.*exec/s" "$F"/logs/*.log | tail -3
@@ -33,6 +35,7 @@ collect)
   for t in sse_stream chat_completion manifest kernel_log records store bundle_verify; do
     total=0; n=0
     for l in "$F"/logs/"$t"-*.log; do
+      [ -e "$l" ] || continue
       u=$(grep -o "stat::number_of_executed_units: [0-9]*" "$l" | grep -o "[0-9]*$")
       total=$((total + ${u:-0})); n=$((n + 1))
     done
