@@ -64,21 +64,91 @@ impl Problems {
 /// The largest manifest (or suite file) read: a bigger file is refused before parsing, from its size alone.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
+/// How long a manifest given as a pipe (`--manifest <(generate)`, a FIFO) may take to arrive in full.
+pub const PIPE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A file's text, read through a bounded reader: refused when it is over `cap` bytes (never read whole) or not
-/// UTF-8.
+/// UTF-8. A regular file is read at once; a pipe or a FIFO (a manifest from process substitution) is opened without
+/// blocking and read until its writer closes it, within [`PIPE_DEADLINE`]: a FIFO nobody writes to reads as empty,
+/// one whose writer never finishes is an error at the deadline, never a hang. Devices, sockets and folders are
+/// refused.
 pub(crate) fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, String> {
+    read_capped_within(path, cap, PIPE_DEADLINE)
+}
+
+fn read_capped_within(path: &std::path::Path, cap: u64, deadline: std::time::Duration) -> Result<String, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    let kind = meta.file_type();
     let over = || format!("larger than the {} KiB limit; refused before parsing", cap / 1024);
-    if file.metadata().is_ok_and(|m| m.is_file() && m.len() > cap) {
-        return Err(over());
-    }
-    let mut bytes = Vec::new();
-    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+    let bytes = if kind.is_file() {
+        if meta.len() > cap {
+            return Err(over());
+        }
+        let mut bytes = Vec::new();
+        (&file).take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+        bytes
+    } else if kind.is_fifo() {
+        read_pipe(&file, cap, deadline)?
+    } else {
+        let what = if kind.is_dir() {
+            "a folder"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!("is {what}; a manifest is a regular file or a pipe"));
+    };
     if bytes.len() as u64 > cap {
         return Err(over());
     }
     String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
+}
+
+/// Reads a non-blocking pipe until end of file, at most `cap + 1` bytes, waiting for data with `poll` until
+/// `deadline` has passed since the first read.
+fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let until = std::time::Instant::now() + deadline;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        match (&*file).read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() as u64 > cap {
+                    return Ok(bytes);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let left = until.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(format!(
+                        "the pipe did not finish within {} s ({} bytes arrived); its writer is still open",
+                        deadline.as_secs(),
+                        bytes.len()
+                    ));
+                }
+                let mut fd = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                let ms = left.as_millis().clamp(1, 1000) as libc::c_int;
+                // SAFETY: one valid pollfd for the duration of the call.
+                unsafe { libc::poll(&mut fd, 1, ms) };
+            }
+            Err(e) => return Err(format!("cannot read: {e}")),
+        }
+    }
 }
 
 /// An attached server's address: `http://HOST[:PORT][/PATH]`, HOST an ASCII host name, an IPv4 address or a
@@ -359,5 +429,111 @@ impl<'a> Reader<'a> {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Writes `parts` into the FIFO, opening it again when a reader closed it before the first byte went through (a
+    /// reader that found no writer yet reads an empty manifest and closes: the test's reader then tries again).
+    fn write_parts(path: std::path::PathBuf, parts: Vec<Vec<u8>>, hold: Option<std::sync::mpsc::Receiver<()>>) {
+        use std::io::Write;
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            let mut written = 0;
+            'parts: for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let mut rest = &part[..];
+                while !rest.is_empty() {
+                    match w.write(rest) {
+                        Ok(n) => (written, rest) = (written + n, &rest[n..]),
+                        Err(_) => break 'parts,
+                    }
+                }
+            }
+            // Once a byte went through, the reader has seen this writer: no second open (it would wait for a
+            // reader that may be gone).
+            if written > 0 {
+                if let Some(rx) = &hold {
+                    let _ = rx.recv_timeout(Duration::from_secs(20));
+                }
+                return;
+            }
+        }
+    }
+
+    fn mkfifo(path: &std::path::Path) {
+        let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    #[test]
+    fn a_fifo_is_read_until_its_writer_closes_it_and_one_that_never_closes_ends_at_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("m.toml");
+        mkfifo(&fifo);
+        // Nobody writes: empty, at once.
+        let started = Instant::now();
+        assert_eq!(read_capped_within(&fifo, 1024, Duration::from_secs(5)).unwrap(), "");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        // A writer that sends its text in two parts, then closes: the whole text.
+        let parts = vec![b"[profiles.a]\n".to_vec(), b"server = \"s\"\n".to_vec()];
+        let path = fifo.clone();
+        let writer = std::thread::spawn(move || write_parts(path, parts, None));
+        // The writer's open blocks until a reader has it open; keep reading until its text arrives.
+        let until = Instant::now() + Duration::from_secs(10);
+        let text = loop {
+            let t = read_capped_within(&fifo, 1024, Duration::from_secs(5)).unwrap();
+            if !t.is_empty() || Instant::now() > until {
+                break t;
+            }
+        };
+        writer.join().unwrap();
+        assert!(text.starts_with("[profiles.a]"), "{text:?}");
+        // A writer that never closes: an error at the deadline, naming it.
+        let path = fifo.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || write_parts(path, vec![b"# partial".to_vec()], Some(rx)));
+        let started = Instant::now();
+        let err = loop {
+            match read_capped_within(&fifo, 1024, Duration::from_millis(300)) {
+                Err(e) => break e,
+                Ok(_) if started.elapsed() > Duration::from_secs(10) => panic!("no deadline"),
+                Ok(_) => {}
+            }
+        };
+        tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(err.contains("did not finish within"), "{err}");
+    }
+
+    #[test]
+    fn devices_and_folders_are_refused_and_a_pipe_is_capped() {
+        let err = read_capped(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+        assert!(err.contains("a device"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_capped(dir.path(), 1024).unwrap_err().contains("a folder"));
+        let fifo = dir.path().join("big.toml");
+        mkfifo(&fifo);
+        let path = fifo.clone();
+        // The writer stops when the reader goes away (a broken pipe) after the cap.
+        let writer = std::thread::spawn(move || write_parts(path, vec![vec![b'#'; 64 * 1024]], None));
+        let until = Instant::now() + Duration::from_secs(10);
+        let err = loop {
+            match read_capped_within(&fifo, 1024, Duration::from_secs(5)) {
+                Err(e) => break e,
+                Ok(t) if t.is_empty() && Instant::now() < until => {}
+                Ok(t) => panic!("read {} bytes past the cap", t.len()),
+            }
+        };
+        writer.join().unwrap();
+        assert!(err.contains("limit"), "{err}");
     }
 }
