@@ -144,7 +144,8 @@ pub struct Comparison {
 /// Compares a candidate's samples with a baseline's. `None` when a side has fewer than two samples or a mean of
 /// zero (no relative change exists); the caller reports that as missing evidence, never as a pass.
 pub fn compare(baseline: &[f64], candidate: &[f64], better: Better, rules: &Rules) -> Option<Comparison> {
-    if baseline.len() < 2 || candidate.len() < 2 {
+    // Rules come from records someone else wrote too (`verify`): a confidence outside (0, 1) has no interval.
+    if baseline.len() < 2 || candidate.len() < 2 || !(rules.confidence > 0.0 && rules.confidence < 1.0) {
         return None;
     }
     let (mb, mc) = (mean(baseline)?, mean(candidate)?);
@@ -160,6 +161,9 @@ pub fn compare(baseline: &[f64], candidate: &[f64], better: Better, rules: &Rule
         if b != 0.0 {
             changes.push(c / b - 1.0);
         }
+    }
+    if changes.is_empty() {
+        return None;
     }
     changes.sort_by(f64::total_cmp);
     let tail = (1.0 - rules.confidence) / 2.0;
@@ -202,4 +206,23 @@ pub fn compare(baseline: &[f64], candidate: &[f64], better: Better, rules: &Rule
 fn resampled_mean(values: &[f64], rng: &mut Rng) -> f64 {
     let n = values.len();
     (0..n).map(|_| values[rng.index(n)]).sum::<f64>() / n as f64
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+
+    /// A bundle's R5 rules are untrusted: a confidence outside (0, 1) once indexed past the resampled changes
+    /// (found by the bundle_verify fuzz target); it has no interval, so there is no comparison.
+    #[test]
+    fn a_confidence_outside_zero_to_one_gives_no_comparison_instead_of_a_panic() {
+        let (a, b) = ([1.0, 1.1, 0.9, 1.05], [1.2, 1.3, 1.25, 1.22]);
+        for confidence in [2.474, 1.0, 0.0, -0.5, f64::NAN, f64::INFINITY] {
+            let rules = Rules { confidence, ..Rules::default() };
+            assert!(compare(&a, &b, Better::Lower, &rules).is_none(), "{confidence}");
+        }
+        let rules = Rules { resamples: 0, ..Rules::default() };
+        assert!(compare(&a, &b, Better::Lower, &rules).is_none());
+        assert!(compare(&a, &b, Better::Lower, &Rules::default()).is_some());
+    }
 }

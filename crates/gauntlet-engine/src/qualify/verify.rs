@@ -388,6 +388,10 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
         ));
         return None;
     }
+    if !(rules.confidence > 0.0 && rules.confidence < 1.0) {
+        problems.push(format!("R5: a confidence of {} is not between 0 and 1", rules.confidence));
+        return None;
+    }
     let workload: Workload = parse(&file["workload"], "R5: workload", problems)?;
     let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules);
     if file["verdict"].as_str() != Some(verdict.as_str()) {
