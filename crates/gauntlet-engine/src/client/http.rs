@@ -20,29 +20,71 @@ pub struct Client {
     http: reqwest::Client,
     base_url: String,
     api_key: Option<String>,
+    extra_headers: Vec<(String, String)>,
     max_response_bytes: usize,
     /// Timestamp and keep each streamed chunk, parse after the stream ends (see [`Client::timing_first`]).
     defer_parsing: bool,
+}
+
+/// How an attached server is reached beyond its URL.
+#[derive(Debug, Clone, Default)]
+pub struct Transport {
+    /// PEM certificate authorities trusted besides the system's.
+    pub ca_pem: Option<Vec<u8>>,
+    /// `(name, value)` headers sent with every request; the values are secrets.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Client {
     /// `base_url` is the server's root, possibly with a path prefix (`http://host:8000/serving`);
     /// endpoints are appended to it, never substituted for its path.
     pub fn new(base_url: &str, api_key: Option<String>) -> Client {
-        let http = reqwest::Client::builder()
+        Client::with_transport(base_url, api_key, &Transport::default()).expect("a client without extras always builds")
+    }
+
+    /// A client that also trusts `transport`'s certificate authorities (for an `https://` server; the system's are
+    /// always trusted) and sends its extra headers with every request. An unreadable PEM or a header value that
+    /// cannot be sent is an error naming it (never the value).
+    pub fn with_transport(base_url: &str, api_key: Option<String>, transport: &Transport) -> Result<Client, String> {
+        let mut builder = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10))
             // Only the configured base URL is ever called: a redirect is the server's answer, never followed.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("a plain HTTP client always builds");
-        Client {
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(pem) = &transport.ca_pem {
+            let certs = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| format!("the CA file holds no usable PEM certificate ({e})"))?;
+            if certs.is_empty() {
+                return Err("the CA file holds no PEM certificate".into());
+            }
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (name, value) in &transport.headers {
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("`{}` is not a header name", name.escape_debug()))?;
+            let mut value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header `{name}` has characters a header cannot carry"))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let http =
+            builder.default_headers(headers).build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Client {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
+            extra_headers: transport.headers.clone(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             defer_parsing: false,
-        }
+        })
+    }
+
+    /// The extra headers every request carries (names and secret values), for the lean measuring client.
+    pub fn extra_headers(&self) -> &[(String, String)] {
+        &self.extra_headers
     }
 
     /// For measuring: while a stream is open, only timestamp and keep its chunks, and parse them once it has ended,
@@ -319,18 +361,31 @@ fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> C
     if e.is_timeout() {
         ClientError::Timeout { seconds, during_body }
     } else if e.is_connect() {
-        let reason = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
+        // The whole chain: a refused certificate is three sources deep ("client error (Connect)" → … → "invalid
+        // peer certificate: UnknownIssuer").
+        let reason = chain(std::error::Error::source(&e)).unwrap_or_else(|| e.to_string());
         ClientError::Connect { url: url.to_owned(), reason }
     } else {
         let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
+        if let Some(more) = chain(std::error::Error::source(&e)) {
             msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            src = s.source();
+            msg.push_str(&more);
         }
         ClientError::Transport(msg)
     }
+}
+
+/// An error and its sources, joined by ": ", each said once (hyper repeats its source in its own text).
+fn chain(mut src: Option<&(dyn std::error::Error + 'static)>) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        src = s.source();
+    }
+    (!parts.is_empty()).then(|| parts.join(": "))
 }
 
 #[cfg(test)]

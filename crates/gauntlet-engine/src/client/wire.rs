@@ -35,12 +35,14 @@ pub struct Endpoint {
     host: String,
     path: String,
     authorization: Option<String>,
+    /// Extra `(name, value)` headers of the profile (`headers_env`).
+    headers: Vec<(String, String)>,
 }
 
 impl Endpoint {
     /// The chat endpoint under `base_url`; `None` when it is not plain `http://` (HTTPS and anything unusual go
     /// through [`super::Client`]) or its host does not resolve.
-    pub async fn resolve(base_url: &str, api_key: Option<&str>) -> Option<Endpoint> {
+    pub async fn resolve(base_url: &str, api_key: Option<&str>, headers: &[(String, String)]) -> Option<Endpoint> {
         let (authority, prefix) = split_http_url(base_url)?;
         let with_port = if has_port(authority) { authority.to_owned() } else { format!("{authority}:80") };
         let addrs: Vec<SocketAddr> = tokio::net::lookup_host(with_port).await.ok()?.collect();
@@ -49,6 +51,7 @@ impl Endpoint {
             host: authority.to_owned(),
             path: format!("{}/v1/chat/completions", prefix.trim_end_matches('/')),
             authorization: api_key.map(|k| format!("Bearer {k}")),
+            headers: headers.to_vec(),
         })
     }
 
@@ -67,6 +70,10 @@ impl Endpoint {
             head.push_str("Authorization: ");
             head.push_str(a);
             head.push_str("\r\n");
+        }
+        // Names and values were checked when the client was built (no CR, LF or other control character).
+        for (name, value) in &self.headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("\r\n");
         let mut bytes = head.into_bytes();

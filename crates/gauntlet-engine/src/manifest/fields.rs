@@ -151,11 +151,11 @@ fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> R
     }
 }
 
-/// An attached server's address: `http://HOST[:PORT][/PATH]`, HOST an ASCII host name, an IPv4 address or a
+/// An attached server's address: `http[s]://HOST[:PORT][/PATH]`, HOST an ASCII host name, an IPv4 address or a
 /// bracketed IPv6 address, PORT in 1..=65535, no credentials, query or fragment, no space or control character.
 pub(crate) fn base_url_problem(url: &str) -> Option<String> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Some(format!("`{}` must be an http:// URL", url.escape_debug()));
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
+        return Some(format!("`{}` must be an http:// or https:// URL", url.escape_debug()));
     };
     if let Some(c) = url.chars().find(|c| c.is_control() || c.is_whitespace()) {
         return Some(format!("`{}`: character U+{:04X} is not allowed in a URL", url.escape_debug(), c as u32));
@@ -435,43 +435,41 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod read_tests {
     use super::*;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     use std::time::{Duration, Instant};
-
-    /// Writes `parts` into the FIFO, opening it again when a reader closed it before the first byte went through (a
-    /// reader that found no writer yet reads an empty manifest and closes: the test's reader then tries again).
-    fn write_parts(path: std::path::PathBuf, parts: Vec<Vec<u8>>, hold: Option<std::sync::mpsc::Receiver<()>>) {
-        use std::io::Write;
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-            let mut written = 0;
-            'parts: for (i, part) in parts.iter().enumerate() {
-                if i > 0 {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let mut rest = &part[..];
-                while !rest.is_empty() {
-                    match w.write(rest) {
-                        Ok(n) => (written, rest) = (written + n, &rest[n..]),
-                        Err(_) => break 'parts,
-                    }
-                }
-            }
-            // Once a byte went through, the reader has seen this writer: no second open (it would wait for a
-            // reader that may be gone).
-            if written > 0 {
-                if let Some(rx) = &hold {
-                    let _ = rx.recv_timeout(Duration::from_secs(20));
-                }
-                return;
-            }
-        }
-    }
 
     fn mkfifo(path: &std::path::Path) {
         let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo on a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    }
+
+    /// The test's own end of the FIFO, opened read-write so that it exists before the reader comes: what is
+    /// written through it waits in the pipe, and the reader sees end of file only once it is closed.
+    fn hold(fifo: &std::path::Path) -> std::fs::File {
+        std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(fifo).unwrap()
+    }
+
+    /// Waits until the reader has taken everything written so far (so it has the FIFO open).
+    fn drained(end: &std::fs::File) {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let mut queued: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int.
+            assert_eq!(unsafe { libc::ioctl(end.as_raw_fd(), libc::FIONREAD, &mut queued) }, 0);
+            if queued == 0 {
+                return;
+            }
+            assert!(Instant::now() < until, "the reader never read");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn reader(fifo: &std::path::Path, deadline: Duration) -> std::thread::JoinHandle<Result<String, String>> {
+        let fifo = fifo.to_owned();
+        std::thread::spawn(move || read_capped_within(&fifo, 1024, deadline))
     }
 
     #[test]
@@ -484,34 +482,21 @@ mod read_tests {
         assert_eq!(read_capped_within(&fifo, 1024, Duration::from_secs(5)).unwrap(), "");
         assert!(started.elapsed() < Duration::from_secs(2));
         // A writer that sends its text in two parts, then closes: the whole text.
-        let parts = vec![b"[profiles.a]\n".to_vec(), b"server = \"s\"\n".to_vec()];
-        let path = fifo.clone();
-        let writer = std::thread::spawn(move || write_parts(path, parts, None));
-        // The writer's open blocks until a reader has it open; keep reading until its text arrives.
-        let until = Instant::now() + Duration::from_secs(10);
-        let text = loop {
-            let t = read_capped_within(&fifo, 1024, Duration::from_secs(5)).unwrap();
-            if !t.is_empty() || Instant::now() > until {
-                break t;
-            }
-        };
-        writer.join().unwrap();
-        assert!(text.starts_with("[profiles.a]"), "{text:?}");
+        let mut end = hold(&fifo);
+        end.write_all(b"[profiles.a]\n").unwrap();
+        let r = reader(&fifo, Duration::from_secs(10));
+        drained(&end);
+        end.write_all(b"server = \"s\"\n").unwrap();
+        drop(end);
+        assert_eq!(r.join().unwrap().unwrap(), "[profiles.a]\nserver = \"s\"\n");
         // A writer that never closes: an error at the deadline, naming it.
-        let path = fifo.clone();
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let holder = std::thread::spawn(move || write_parts(path, vec![b"# partial".to_vec()], Some(rx)));
+        let mut end = hold(&fifo);
+        end.write_all(b"# partial").unwrap();
         let started = Instant::now();
-        let err = loop {
-            match read_capped_within(&fifo, 1024, Duration::from_millis(300)) {
-                Err(e) => break e,
-                Ok(_) if started.elapsed() > Duration::from_secs(10) => panic!("no deadline"),
-                Ok(_) => {}
-            }
-        };
-        tx.send(()).unwrap();
-        holder.join().unwrap();
+        let err = reader(&fifo, Duration::from_millis(300)).join().unwrap().unwrap_err();
         assert!(err.contains("did not finish within"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(end);
     }
 
     #[test]
@@ -522,18 +507,11 @@ mod read_tests {
         assert!(read_capped(dir.path(), 1024).unwrap_err().contains("a folder"));
         let fifo = dir.path().join("big.toml");
         mkfifo(&fifo);
-        let path = fifo.clone();
-        // The writer stops when the reader goes away (a broken pipe) after the cap.
-        let writer = std::thread::spawn(move || write_parts(path, vec![vec![b'#'; 64 * 1024]], None));
-        let until = Instant::now() + Duration::from_secs(10);
-        let err = loop {
-            match read_capped_within(&fifo, 1024, Duration::from_secs(5)) {
-                Err(e) => break e,
-                Ok(t) if t.is_empty() && Instant::now() < until => {}
-                Ok(t) => panic!("read {} bytes past the cap", t.len()),
-            }
-        };
-        writer.join().unwrap();
+        // Never closed, so only the cap can end the read.
+        let mut end = hold(&fifo);
+        end.write_all(&[b'#'; 4096]).unwrap();
+        let err = reader(&fifo, Duration::from_secs(10)).join().unwrap().unwrap_err();
         assert!(err.contains("limit"), "{err}");
+        drop(end);
     }
 }

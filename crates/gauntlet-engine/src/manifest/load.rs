@@ -125,6 +125,12 @@ pub struct AttachSpec {
     pub base_url: String,
     /// Name of the environment variable holding the API key; the key itself is never written anywhere.
     pub api_key_env: Option<String>,
+    /// A PEM file of certificate authorities trusted for an `https://` server besides the system's (read when the
+    /// session opens, inside the manifest's root or absolute).
+    pub ca_file: Option<PathBuf>,
+    /// Extra request headers: `(header name, environment variable holding its value)`. The values are secrets of
+    /// the process like the API key: redacted wherever text leaves it, never written.
+    pub headers_env: Vec<(String, String)>,
 }
 
 impl Manifest {
@@ -380,6 +386,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "environment",
             "base_url",
             "api_key_env",
+            "ca_file",
+            "headers_env",
             "request_model",
             "health_path",
             "suite",
@@ -418,10 +426,27 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         {
             p.error(&r.at("api_key_env"), "must be an environment variable name");
         }
-        Some(Target::Attach(AttachSpec { base_url: base_url.trim_end_matches('/').to_owned(), api_key_env }))
+        let ca_file = r.string(p, "ca_file").map(|f| root.join(f));
+        if let Some(f) = &ca_file
+            && !base_url.to_ascii_lowercase().starts_with("https://")
+        {
+            p.error(&r.at("ca_file"), format!("`{}` needs an https:// `base_url`", f.display()));
+        }
+        let headers_env = headers_env(&r, p);
+        Some(Target::Attach(AttachSpec {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            api_key_env,
+            ca_file,
+            headers_env,
+        }))
     } else {
         if r.has("api_key_env") {
             p.error(&r.at("api_key_env"), "needs `base_url` (a server gauntlet starts takes no API key)");
+        }
+        for key in ["ca_file", "headers_env"] {
+            if r.has(key) {
+                p.error(&r.at(key), "needs `base_url` (only an attached server is called with it)");
+            }
         }
         let model = r.required_string(p, "model").and_then(|m| {
             let found = models.get(&m).cloned();
@@ -732,4 +757,27 @@ pub(crate) fn executable_problem(file: &Path) -> Option<String> {
         }
         Ok(_) => None,
     }
+}
+
+/// `headers_env = { "X-Org" = "ORG_HEADER" }`: header names a server accepts (an HTTP token, not one gauntlet sets
+/// itself), each with the environment variable that holds its value.
+fn headers_env(r: &Reader, p: &mut Problems) -> Vec<(String, String)> {
+    const OWN: &[&str] = &["host", "content-type", "content-length", "authorization", "accept", "transfer-encoding"];
+    let mut out = Vec::new();
+    for (name, var) in r.string_map(p, "headers_env").unwrap_or_default() {
+        let at = join(&r.at("headers_env"), &name);
+        let token = !name.is_empty()
+            && name.len() <= 64
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            p.error(&at, "is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+        } else if OWN.contains(&name.to_ascii_lowercase().as_str()) {
+            p.error(&at, "is a header gauntlet sets itself (the API key goes in `api_key_env`)");
+        } else if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            p.error(&at, "must name an environment variable");
+        } else {
+            out.push((name, var));
+        }
+    }
+    out
 }

@@ -178,7 +178,7 @@ pub(crate) async fn measure(
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
     // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
-    let endpoint = Endpoint::resolve(client.base_url(), client.api_key()).await;
+    let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers()).await;
     let mut pool: Vec<Conn> = Vec::new();
     let mut levels = Vec::new();
     for &c in &workload.concurrency {

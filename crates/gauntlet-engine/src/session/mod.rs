@@ -99,6 +99,10 @@ pub enum SessionError {
     /// value itself is never shown.
     #[error("api key variable `{0}` holds a control character, which no HTTP header may carry")]
     ApiKeyInvalid(String),
+    /// The profile's CA file or extra headers cannot be used (unreadable, not PEM, a variable unset or unsendable).
+    /// Never shows a header's value.
+    #[error("{0}")]
+    Transport(String),
     #[error("cannot create output directory `{path}`: {source}")]
     Out { path: PathBuf, source: std::io::Error },
     /// Someone else still holds the GPU after the wait: the run is skipped, not failed.
@@ -238,7 +242,11 @@ impl Session {
             Target::Spawn(s) => (s.base_url(), s.command()),
             Target::Attach(a) => (a.base_url.clone(), Vec::new()),
         };
-        let client = Client::new(&base_url, api_key.clone());
+        let client = match &profile.target {
+            Target::Attach(a) => Client::with_transport(&base_url, api_key.clone(), &transport(a)?)
+                .map_err(|e| SessionError::Transport(format!("profile `{}`: {e}", profile.name)))?,
+            Target::Spawn(_) => Client::new(&base_url, api_key.clone()),
+        };
         let probe = gpu::probe();
         let mut session = Session {
             base_url,
@@ -477,4 +485,29 @@ pub fn other_holders(profile: &Profile, probe: &dyn gpu::Probe) -> Result<Vec<gp
     };
     let own = std::process::id();
     Ok(probe.holders(&profile.device)?.into_iter().filter(|h| h.pid != own && !exclude.contains(&h.pid)).collect())
+}
+
+/// The attach profile's CA file (read through the bounded reader: at most 1 MiB, a regular file) and its extra
+/// headers, each value from its environment variable and from then on a secret of the process.
+fn transport(a: &crate::manifest::AttachSpec) -> Result<crate::client::Transport, SessionError> {
+    let ca_pem = match &a.ca_file {
+        Some(path) => Some(
+            crate::util::bounded::read_bytes(path, 1 << 20)
+                .map_err(|e| SessionError::Transport(format!("ca_file `{}`: {e}", path.display())))?,
+        ),
+        None => None,
+    };
+    let mut headers = Vec::new();
+    for (name, var) in &a.headers_env {
+        let value = std::env::var(var)
+            .map_err(|_| SessionError::Transport(format!("header `{name}`: variable `{var}` is not set")))?;
+        if value.chars().any(char::is_control) {
+            return Err(SessionError::Transport(format!(
+                "header `{name}`: variable `{var}` holds a control character, which no HTTP header may carry"
+            )));
+        }
+        crate::util::redact::register(&value);
+        headers.push((name.clone(), value));
+    }
+    Ok(crate::client::Transport { ca_pem, headers })
 }

@@ -107,7 +107,9 @@ pub(crate) fn gate_failure(e: GateError) -> Failure {
         GateError::BuildStart(why) => Failure::bad_input(why),
         GateError::GpuUnknown(why) => Failure::fail_closed(why),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
-        GateError::Spawn(_) | GateError::ApiKey(_) | GateError::ApiKeyInvalid(_) => Failure::bad_input(e.to_string()),
+        GateError::Spawn(_) | GateError::ApiKey(_) | GateError::ApiKeyInvalid(_) | GateError::Transport(_) => {
+            Failure::bad_input(e.to_string())
+        }
     }
 }
 

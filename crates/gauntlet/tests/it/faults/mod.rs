@@ -21,6 +21,7 @@ mod qualify;
 mod skip_cache;
 mod store;
 mod stream;
+mod tls;
 mod tokens;
 mod verdict;
 
