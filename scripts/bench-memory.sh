@@ -56,7 +56,7 @@ base_url = "http://127.0.0.1:$port"
 request_timeout = "60s"
 EOF
 peak "pacer, 32 streams x 64 tokens, 1+5 batches" bench --manifest "$scratch/pacer.toml" --concurrency 32 \
-  --max-tokens 64 --warmups 1 --repetitions 5 --out "$scratch/pacer-out"
+  --max-tokens 64 --warmups 1 --samples 5 --out "$scratch/pacer-out"
 
 # 2. The flood, spawned.
 mkdir -p "$scratch/flood/bin" "$scratch/flood/models"
@@ -78,4 +78,4 @@ request_timeout = "60s"
 stop_grace = "2s"
 EOF
 peak "fake server flood, 32 streams x 12 MiB of 1-char events, 1+2" bench --manifest "$scratch/flood/gauntlet.toml" \
-  --concurrency 32 --max-tokens 64 --warmups 1 --repetitions 2 --out "$scratch/flood-out"
+  --concurrency 32 --max-tokens 64 --warmups 1 --samples 2 --out "$scratch/flood-out"

@@ -26,7 +26,7 @@ trap cleanup EXIT INT TERM
 bench() { # $1 = folder, rest = extra arguments; prints the verdict
   local out=$work/$1; shift
   set +e
-  "$bin" bench --profile "$profile" --concurrency 1 --max-tokens 32 --warmups 1 --repetitions "$reps" \
+  "$bin" bench --profile "$profile" --concurrency 1 --max-tokens 32 --warmups 1 --samples "$reps" \
     --out "$out" "$@" > "$out.txt" 2>&1
   set -e
   sed -n 's/^gauntlet bench [^:]*: \([A-Z]*\).*/\1/p' "$out.txt"

@@ -80,7 +80,7 @@ def run_gauntlet(gauntlet, port, c, scratch):
                 'load_timeout = "30s"\nrequest_timeout = "300s"\n')
     out = os.path.join(scratch, f"gauntlet-{c}")
     subprocess.run([gauntlet, "bench", "--manifest", manifest, "--profile", "pace", "--concurrency", str(c),
-                    "--max-tokens", str(TOKENS), "--warmups", "0", "--repetitions", str(BATCHES), "--out", out],
+                    "--max-tokens", str(TOKENS), "--warmups", "0", "--samples", str(BATCHES), "--out", out],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     with open(os.path.join(out, "bench.json")) as f:
         bench = json.load(f)

@@ -91,7 +91,7 @@ trap 'exit 130' INT TERM
 
 # More batches than the hour holds (the most a bench takes: about 0.4 s per batch would be needed to finish);
 # the hour ends the bench.
-"$bin" bench --concurrency "$concurrency" --max-tokens "$max_tokens" --warmups 1 --repetitions 10000 \
+"$bin" bench --concurrency "$concurrency" --max-tokens "$max_tokens" --warmups 1 --samples 10000 \
   --port "$port" --out "$out/bench" >"$out/gauntlet.stdout" 2>"$out/gauntlet.stderr" &
 gpid=$!
 echo "soak: gauntlet pid $gpid, $minutes min, samples every ${every}s into $csv" >&2

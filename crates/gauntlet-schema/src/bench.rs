@@ -12,9 +12,11 @@ use crate::words::ReceiveClock;
 
 /// 2: batches record `released_monotonic_ns`. 3: batches record their `receive_clock`, requests whether they had
 /// to open their own connection. 4: the identity is typed and carries `build` (the server binary's digest, moved
-/// from `runtime.server_binary_sha256`). 5: a request records `text_dropped` (its answer text is capped). Versions
-/// 1 to 4 are still read.
-pub const BENCH_VERSION: u32 = 5;
+/// from `runtime.server_binary_sha256`). 5: a request records `text_dropped` (its answer text is capped). 6: a
+/// comparison states its minimum detectable effect (`mde`), its within-session interval and the between-session
+/// spread it counted (`between_session`); the workload may carry goodput limits (`slo`). Versions 1 to 5 are still
+/// read.
+pub const BENCH_VERSION: u32 = 6;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,6 +39,20 @@ pub struct Workload {
     pub rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// Goodput limits (`[profiles.P.bench.slo]`): a request is good when it meets every one given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+}
+
+/// Service-level limits for goodput, in seconds; absent ones are not checked.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2el: Option<f64>,
 }
 
 impl Workload {
@@ -51,6 +67,7 @@ impl Workload {
             prompts: Vec::new(),
             rate: None,
             seed: None,
+            slo: None,
         }
     }
 
@@ -193,6 +210,25 @@ pub struct MetricComparison {
     pub p_value: Option<f64>,
     pub call: Call,
     pub why: String,
+    /// The minimum detectable effect at 80 % power (relative change) at the noise counted: within the sessions and
+    /// between them. Absent in records before version 6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mde: Option<f64>,
+    /// The bootstrap interval from the two sessions' own samples alone (`interval` adds the between-session spread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within_interval: Option<(f64, f64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between_session: Option<BetweenSession>,
+}
+
+/// The spread of a session's mean between sessions on one machine (relative standard deviation), and where it
+/// came from: `history` (measured over `sessions` benches of the same identity and workload) or `default` (the
+/// rules' stated default, when fewer sessions were known).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BetweenSession {
+    pub spread: f64,
+    pub source: String,
+    pub sessions: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,16 +10,18 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings); older records read
+/// without it.
 /// Version 6 added each answer's `tokens` (ids, logprobs, top alternatives; [`crate::tokens`]); older records read
 /// without them.
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 6;
+pub const RUN_RECORD_VERSION: u32 = 7;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -319,6 +321,10 @@ pub struct DecodeSummary {
     /// `usage` or `estimate`; never mixed inside one run.
     pub token_source: Option<String>,
     pub cases_counted: usize,
+    /// Median over the same cases of the server's own decode speed (llama.cpp `timings.predicted_per_second`),
+    /// when every counted case carried it: it leaves out the client's scheduling and the prompt's processing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_median_tokens_per_second: Option<f64>,
 }
 
 /// The verdict rules in force for a run; recorded so a reader knows what the verdict meant.

@@ -162,10 +162,21 @@ pub(crate) struct BenchArgs {
     /// Measured batches per concurrency: one sample of each metric each (at least 2 to compare). Default: the
     /// profile's `[bench]` `samples`, else 5.
     #[arg(long)]
+    pub(crate) samples: Option<usize>,
+    /// Deprecated name of --samples.
+    #[arg(long, hide = true, conflicts_with = "samples")]
     pub(crate) repetitions: Option<usize>,
     /// An earlier bench.json of the same identity to compare with.
     #[arg(long, value_name = "FILE")]
     pub(crate) baseline: Option<PathBuf>,
+    /// Earlier bench.json files of the same identity and workload (repeatable): with the baseline, from 3 sessions
+    /// on, their spread is the between-session noise the comparison counts instead of the default.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) history: Vec<PathBuf>,
+    /// Also write the results in this format beside bench.json: `csv` writes bench.csv (one row per concurrency
+    /// and metric).
+    #[arg(long, value_enum)]
+    pub(crate) format: Option<BenchFormat>,
     /// Open loop: each batch's requests (as many as the concurrency) arrive as a seeded Poisson process at this
     /// many requests per second, instead of all at once. Default: the profile's `[bench]` `rate`, else closed loop.
     #[arg(long, value_name = "REQ/S")]
@@ -181,6 +192,11 @@ pub(crate) struct BenchArgs {
     pub(crate) out: Option<PathBuf>,
     #[arg(long)]
     pub(crate) port: Option<u16>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub(crate) enum BenchFormat {
+    Csv,
 }
 
 #[derive(clap::Args)]

@@ -293,6 +293,9 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
             m["output_throughput_wall"].as_f64().unwrap_or(0.0),
             l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
         )?;
+        if let Some(g) = gauntlet_engine::run::bench_report::goodput_line(&r.workload, l) {
+            writeln!(out, "     {g}")?;
+        }
         for c in &l.comparisons {
             writeln!(out, "     {}", gauntlet_engine::run::bench_report::comparison_line(l.concurrency, c))?;
         }

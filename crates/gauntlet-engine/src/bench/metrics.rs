@@ -214,3 +214,34 @@ pub fn run(timelines: &[Timeline], released: f64, finished: f64, slos: &Slos) ->
         problems,
     }
 }
+
+#[cfg(test)]
+mod goodput_tests {
+    use super::*;
+
+    /// A request of `n` one-word events `gap` apart after a TTFT of `ttft` seconds.
+    fn timeline(ttft: f64, gap: f64, n: usize) -> Timeline {
+        let events = (0..n)
+            .map(|i| Event { at: ttft + i as f64 * gap, content: "w ".into(), reasoning: String::new() })
+            .collect();
+        Timeline { start: 0.0, events, completion_tokens: Some(n as u64), max_tokens: Some(64), error: None }
+    }
+
+    #[test]
+    fn goodput_counts_the_requests_per_second_that_met_every_limit() {
+        let failed = Timeline { error: Some("HTTP 500".into()), ..Timeline::default() };
+        // Good; TTFT too slow; TPOT too slow; failed (never good). Two seconds of wall duration.
+        let batch = [timeline(0.1, 0.01, 5), timeline(0.9, 0.01, 5), timeline(0.1, 0.05, 5), failed];
+        let slos = Slos { ttft: Some(0.5), tpot: Some(0.02), e2el: Some(1.0) };
+        let m = run(&batch, 0.0, 2.0, &slos);
+        assert_eq!(m.goodput_wall, Some(0.5), "one good request in two seconds");
+        assert_eq!(m.request_throughput_wall, 1.5);
+        // Only the limits given count: without the TPOT limit the slow-decoding request is good too.
+        let m = run(&batch, 0.0, 2.0, &Slos { tpot: None, ..slos });
+        assert_eq!(m.goodput_wall, Some(1.0));
+        // An E2EL limit alone: the 0.9 s + 4 × 10 ms request ends at 0.94 s, inside 1 s.
+        let m = run(&batch, 0.0, 2.0, &Slos { e2el: Some(0.95), ..Slos::default() });
+        assert_eq!(m.goodput_wall, Some(1.5));
+        assert_eq!(run(&batch, 0.0, 2.0, &Slos::default()).goodput_wall, None, "no limits, no goodput");
+    }
+}

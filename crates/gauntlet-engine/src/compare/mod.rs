@@ -13,6 +13,26 @@ pub use gauntlet_schema::diff::{first_difference, identity_differences};
 /// The findings of comparing `run` with `baseline`. Regressions are cases whose checks passed on the baseline
 /// and fail now; their severity depends on how many there are (`fail_regressions`).
 pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Finding> {
+    compare_with(run, baseline, t, None)
+}
+
+/// The relative spread (sample standard deviation / mean) of the decode speeds of an identity's promoted runs;
+/// None below three of them.
+pub fn decode_spread(decodes: &[f64]) -> Option<f64> {
+    let v: Vec<f64> = decodes.iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect();
+    if v.len() < 3 {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+    Some(var.sqrt() / mean)
+}
+
+/// [`compare`], with `decode_spread` (see [`decode_spread`]) widening the decode warn band by two of it: a run
+/// warns only below `decode_ratio_warn − 2 · spread` of the baseline's decode. Decode is compared on the server's
+/// own timings when both records carry them, else on the client's. A speed finding is a warning, never a failure:
+/// one run is one session, and a busy machine moves it.
+pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decode_spread: Option<f64>) -> Vec<Finding> {
     let mut out = Vec::new();
     if run.identity_digest != baseline.identity_digest {
         let fields = identity_differences(&baseline.identity.digest_value(), &run.identity.digest_value());
@@ -80,20 +100,37 @@ pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Fin
             case: Some(case.id.clone()),
         });
     }
+    let server = (run.decode.server_median_tokens_per_second, baseline.decode.server_median_tokens_per_second);
     match (
         (&run.decode.median_tokens_per_second, &run.decode.token_source),
         (&baseline.decode.median_tokens_per_second, &baseline.decode.token_source),
     ) {
-        ((Some(now), Some(src_now)), (Some(then), Some(src_then))) if src_now == src_then && *then > 0.0 => {
+        ((Some(client_now), Some(src_now)), (Some(client_then), Some(src_then)))
+            if src_now == src_then && *client_then > 0.0 =>
+        {
+            let (now, then, whose) = match server {
+                (Some(a), Some(b)) if b > 0.0 => (a, b, "the server's timings"),
+                _ => (*client_now, *client_then, "the client's clock"),
+            };
             let ratio = now / then;
-            if ratio < t.decode_ratio_warn {
+            let widened = decode_spread.filter(|s| s.is_finite() && *s > 0.0).map(|s| 2.0 * s);
+            let warn_below = (t.decode_ratio_warn - widened.unwrap_or(0.0)).max(0.0);
+            if ratio < warn_below {
+                let band = match widened {
+                    Some(w) => format!(
+                        "warn below {:.0} %: {:.0} % widened by twice the ±{:.1} % spread of the promoted history",
+                        warn_below * 100.0,
+                        t.decode_ratio_warn * 100.0,
+                        w * 50.0
+                    ),
+                    None => format!("warn below {:.0} %", warn_below * 100.0),
+                };
                 out.push(Finding {
                     kind: FindingKind::SlowDecode,
                     severity: Severity::Warn,
                     message: format!(
-                        "decode {now:.1} tok/s is {:.0} % of the baseline's {then:.1} tok/s (warn below {:.0} %)",
+                        "decode {now:.1} tok/s is {:.0} % of the baseline's {then:.1} tok/s ({whose}; {band})",
                         ratio * 100.0,
-                        t.decode_ratio_warn * 100.0
                     ),
                     case: None,
                 });

@@ -220,10 +220,12 @@ fn workload(p: &mut Problems, r: &Reader, key: &str, w: Workload) -> Workload {
 }
 
 /// A workload table (`concurrency`, `max_tokens`, `warmups`, `samples`) plus the caller's `extra` keys.
+/// `repetitions` is the deprecated name of `samples` (the flag `bench --repetitions` was): read with a warning.
 fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra: &[&str]) -> Workload {
     let Some(t) = r.table_of(p, key) else { return w };
     let path = r.at(key);
-    let known: Vec<&str> = ["concurrency", "max_tokens", "warmups", "samples"].iter().chain(extra).copied().collect();
+    let known: Vec<&str> =
+        ["concurrency", "max_tokens", "warmups", "samples", "repetitions"].iter().chain(extra).copied().collect();
     p.unknown_keys(t, &path, &known);
     let r = Reader::new(t, path);
     if let Some(c) = counts(p, &r, "concurrency") {
@@ -238,15 +240,40 @@ fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra
     if let Some(n) = r.integer(p, "samples", 2, SAMPLES_MAX) {
         w.repetitions = n as usize;
     }
+    if r.has("repetitions") {
+        if r.has("samples") {
+            p.error(&r.at("repetitions"), "`repetitions` is the deprecated name of `samples`: give `samples` only");
+        } else if let Some(n) = r.integer(p, "repetitions", 2, SAMPLES_MAX) {
+            p.warnings.push(format!("{}: `repetitions` is deprecated: call it `samples`", r.at("repetitions")));
+            w.repetitions = n as usize;
+        }
+    }
     w
+}
+
+/// `[profiles.P.bench.slo]`: goodput limits `ttft`, `tpot`, `e2el` (durations, e.g. "500ms"); at least one.
+fn read_slo(p: &mut Problems, b: &Reader) -> Option<gauntlet_schema::bench::Slo> {
+    let t = b.table_of(p, "slo")?;
+    let path = b.at("slo");
+    p.unknown_keys(t, &path, &["ttft", "tpot", "e2el"]);
+    let r = Reader::new(t, path.clone());
+    let limit = Duration::from_secs(3600);
+    let secs = |p: &mut Problems, key: &str| r.duration(p, key, limit).map(|d| d.as_secs_f64());
+    let slo = gauntlet_schema::bench::Slo { ttft: secs(p, "ttft"), tpot: secs(p, "tpot"), e2el: secs(p, "e2el") };
+    if slo == gauntlet_schema::bench::Slo::default() {
+        p.error(&path, "give at least one of `ttft`, `tpot`, `e2el` (goodput counts requests meeting all given)");
+        return None;
+    }
+    Some(slo)
 }
 
 /// `[profiles.P.bench]`: the workload `gauntlet bench` runs when its flags do not say otherwise, with `prompts`, a
 /// JSONL corpus (relative to the manifest) of `{"prompt": "…"}` lines, instead of the built-in prompts.
 pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> Workload {
-    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts", "rate", "seed"]);
+    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts", "rate", "seed", "slo"]);
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
+    w.slo = read_slo(p, &b);
     w.rate = b.float(p, "rate", *RATE_RANGE.start(), *RATE_RANGE.end());
     w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
     let Some(rel) = b.string(p, "prompts") else { return w };

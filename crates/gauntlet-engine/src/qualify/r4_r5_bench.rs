@@ -22,7 +22,7 @@ pub(super) async fn saturation(
     let w = &profile.qualify.saturation;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules);
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules, &Default::default());
     problems.extend(assessed);
     let summary = levels
         .iter()
@@ -50,7 +50,10 @@ pub(super) async fn performance(
     let w = &profile.qualify.performance;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules);
+    // The promoted baseline is one session: its comparison counts the default between-session spread.
+    let spreads =
+        crate::run::between_session_spreads(&baseline.map(|(b, _)| b).into_iter().collect::<Vec<_>>(), w, &rules);
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules, &spreads);
     problems.extend(assessed);
     if let Some((b, _)) = baseline {
         let path = dir.join(BASELINE_FILE);

@@ -360,7 +360,7 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
     let stored: Vec<Level> = parse(&file["levels"], &format!("{stage}: levels"), problems)?;
     let mut out = Vec::new();
     for l in &stored {
-        let again = crate::run::level(l.concurrency, l.batches.clone(), workload.max_tokens);
+        let again = crate::run::level(l.concurrency, l.batches.clone(), &workload);
         if again.samples != l.samples {
             problems.push(format!("{stage}: c{} samples differ from those its raw timelines give", l.concurrency));
         }
@@ -393,14 +393,15 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
         return None;
     }
     let workload: Workload = parse(&file["workload"], "R5: workload", problems)?;
-    let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules);
+    let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
+    let spreads = crate::run::recorded_spreads(&stored, &rules);
+    let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules, &spreads);
     if file["verdict"].as_str() != Some(verdict.as_str()) {
         problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
     }
     let calls = |ls: &[Level]| -> Vec<(usize, String, Call)> {
         ls.iter().flat_map(|l| l.comparisons.iter().map(|c| (l.concurrency, c.metric.clone(), c.call))).collect()
     };
-    let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
     if calls(&stored) != calls(&recomputed) {
         problems.push("R5: comparing the samples with the baseline again gives other calls".into());
     }

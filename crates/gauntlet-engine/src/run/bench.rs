@@ -90,6 +90,7 @@ pub fn run_bench(
     identity: &Identity,
     workload: &Workload,
     baseline: Option<(&BenchRecord, String)>,
+    history: &[BenchRecord],
     out_dir: &Path,
     reporter: &mut dyn Reporter,
 ) -> Result<BenchRecord, GateError> {
@@ -117,7 +118,10 @@ pub fn run_bench(
     let mut findings = closed.life.findings;
     findings.extend(sentry_findings);
     let rules = Rules::default();
-    let (mut verdict, assessed) = assess(&mut levels, workload, baseline.as_ref().map(|(b, _)| *b), loaded, &rules);
+    let base = baseline.as_ref().map(|(b, _)| *b);
+    let sessions: Vec<&BenchRecord> = base.into_iter().chain(history).collect();
+    let spreads = between_session_spreads(&sessions, workload, &rules);
+    let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads);
     problems.extend(assessed);
     if closed.stop != "terminated" && closed.stop != "attached" {
         problems.push(format!("server stop: {}", closed.stop));
@@ -214,24 +218,68 @@ pub(crate) async fn measure(
         {
             return (levels, vec![format!("the server died at concurrency {c}")]);
         }
-        levels.push(level(c, batches, workload.max_tokens));
+        levels.push(level(c, batches, workload));
     }
     (levels, Vec::new())
 }
 
+/// Per concurrency and compared metric, the between-session spread a comparison with a stored baseline counts.
+pub type Spreads = std::collections::BTreeMap<(usize, String), stats::Between>;
+
+fn same_workload(a: &Workload, b: &Workload) -> bool {
+    (&a.corpus, a.max_tokens, a.rate, a.seed) == (&b.corpus, b.max_tokens, b.rate, b.seed)
+}
+
+/// The spread between `sessions` (the baseline and earlier benches of the same identity) of each level's metric
+/// means, over the sessions that ran `workload` at that concurrency: measured from [`stats::MIN_SESSIONS`]
+/// sessions on, else the rules' default. Every compared metric of every level of `workload` gets an entry.
+pub fn between_session_spreads(sessions: &[&BenchRecord], workload: &Workload, rules: &Rules) -> Spreads {
+    let mut out = Spreads::new();
+    for &c in &workload.concurrency {
+        for (name, _) in COMPARED {
+            let means: Vec<f64> = sessions
+                .iter()
+                .filter(|s| same_workload(&s.workload, workload))
+                .filter_map(|s| s.levels.iter().find(|l| l.concurrency == c))
+                .filter_map(|l| stats::mean(l.samples.get(*name)?))
+                .collect();
+            out.insert((c, (*name).to_owned()), stats::Between::of_sessions(&means, rules));
+        }
+    }
+    out
+}
+
+/// The spreads a record's comparisons counted, as it states them; a comparison that states none (a record before
+/// version 6) counted the rules' `between_session` (0 in such records: within sessions only).
+pub fn recorded_spreads(levels: &[Level], rules: &Rules) -> Spreads {
+    let mut out = Spreads::new();
+    for l in levels {
+        for c in &l.comparisons {
+            let b = match &c.between_session {
+                Some(b) => stats::Between {
+                    spread: b.spread,
+                    source: if b.source == "history" { "history" } else { "default" },
+                    sessions: b.sessions,
+                },
+                None => stats::Between::default_of(rules, 1),
+            };
+            out.insert((l.concurrency, c.metric.clone()), b);
+        }
+    }
+    out
+}
+
 /// The bench verdict and its problems: requests that failed, concurrency the client never reached, and per
-/// metric the comparison with `baseline`'s level of the same concurrency.
+/// metric the comparison with `baseline`'s level of the same concurrency, counting the between-session spread of
+/// `spreads` (the rules' default where it has none).
 pub(crate) fn assess(
     levels: &mut [Level],
     workload: &Workload,
     baseline: Option<&BenchRecord>,
     loaded: bool,
     rules: &Rules,
+    spreads: &Spreads,
 ) -> (BenchVerdict, Vec<String>) {
-    let same_workload = |b: &Workload| {
-        (&b.corpus, b.max_tokens, b.rate, b.seed)
-            == (&workload.corpus, workload.max_tokens, workload.rate, workload.seed)
-    };
     let mut problems = Vec::new();
     for l in levels.iter_mut() {
         // A closed loop must have had the whole batch in flight; an open loop spreads it out by design.
@@ -251,7 +299,7 @@ pub(crate) fn assess(
             problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
         }
         let Some(base) = baseline else { continue };
-        if !same_workload(&base.workload) {
+        if !same_workload(&base.workload, workload) {
             problems.push(format!(
                 "concurrency {}: the baseline ran another workload (prompts, max tokens or arrivals differ): not compared",
                 l.concurrency
@@ -265,7 +313,11 @@ pub(crate) fn assess(
         l.comparisons.clear();
         for (name, better) in COMPARED {
             let (Some(a), Some(b)) = (base_level.samples.get(*name), l.samples.get(*name)) else { continue };
-            let Some(c) = stats::compare(a, b, *better, rules) else {
+            let between = spreads
+                .get(&(l.concurrency, (*name).to_owned()))
+                .cloned()
+                .unwrap_or(stats::Between::default_of(rules, 1));
+            let Some(c) = stats::compare_sessions(a, b, *better, rules, Some(between)) else {
                 problems.push(format!("concurrency {}: {name}: fewer than two samples on a side", l.concurrency));
                 continue;
             };
@@ -308,16 +360,30 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
             Call::Inconclusive => BenchCall::Inconclusive,
         },
         why: c.why.clone(),
+        mde: c.mde,
+        within_interval: Some(c.within_interval),
+        between_session: c.between.as_ref().map(|b| gauntlet_schema::bench::BetweenSession {
+            spread: b.spread,
+            source: b.source.into(),
+            sessions: b.sessions,
+        }),
     }
 }
 
-pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) -> Level {
+/// The goodput limits of a workload, for the metrics.
+fn slos(w: &Workload) -> Slos {
+    let s = w.slo.clone().unwrap_or_default();
+    Slos { ttft: s.ttft, tpot: s.tpot, e2el: s.e2el }
+}
+
+pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, workload: &Workload) -> Level {
+    let (max_tokens, slos) = (workload.max_tokens, slos(workload));
     let mut samples: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut all: Vec<Timeline> = Vec::new();
     let mut offset = 0.0;
     for b in &batches {
         let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, max_tokens)).collect();
-        let m = metrics::run(&timelines, 0.0, b.seconds, &Slos::default());
+        let m = metrics::run(&timelines, 0.0, b.seconds, &slos);
         for (name, _) in COMPARED {
             if let Some(v) = sample_of(&m, name) {
                 samples.entry((*name).into()).or_default().push(v);
@@ -330,7 +396,7 @@ pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, max_tokens: u64) ->
         }));
         offset += b.seconds;
     }
-    let pooled = metrics::run(&all, 0.0, offset, &Slos::default());
+    let pooled = metrics::run(&all, 0.0, offset, &slos);
     Level {
         concurrency,
         batches,
@@ -583,7 +649,7 @@ mod arrival_tests {
 #[cfg(test)]
 mod report_tests {
     use super::*;
-    use crate::run::bench_report::{bencher, markdown};
+    use crate::run::bench_report::{bencher, csv, markdown};
 
     fn record(start: f64, gap: f64) -> RequestRecord {
         // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
@@ -610,7 +676,7 @@ mod report_tests {
             receive_clock: Some(ReceiveClock::Kernel),
             requests: vec![record(0.0, gap), record(0.0, gap)],
         };
-        let l = level(2, vec![batch(0.01), batch(0.02)], 4);
+        let l = level(2, vec![batch(0.01), batch(0.02)], &Workload::new(vec![2], 4, 0, 2));
         let v = bencher(&bench(vec![serde_json::from_value(serde_json::to_value(&l).unwrap()).unwrap()]));
         let m = &v["p/concurrency-2"];
         assert!((m["ttft-mean-ms"]["value"].as_f64().unwrap() - 100.0).abs() < 1e-9, "{m}");
@@ -630,5 +696,32 @@ mod report_tests {
         mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
         let md = markdown(&bench(vec![mixed]));
         assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
+    }
+
+    #[test]
+    fn csv_rows_are_rfc_4180_and_a_profile_name_a_spreadsheet_would_run_is_defused() {
+        let batch = Batch {
+            seconds: 0.2,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            receive_clock: None,
+            requests: vec![record(0.0, 0.01), record(0.0, 0.02)],
+        };
+        let mut r = bench(vec![level(2, vec![batch.clone(), batch], &Workload::new(vec![2], 4, 0, 2))]);
+        r.profile = "=HYPERLINK(\"http://x\",\"a,b\")\u{1b}".into();
+        let text = csv(&r);
+        assert!(text.ends_with("\r\n") && !text.contains("\u{1b}"), "{text:?}");
+        let rows: Vec<&str> = text.split("\r\n").filter(|r| !r.is_empty()).collect();
+        assert_eq!(rows.len(), 1 + 6, "a header and six measures (no goodput without an SLO): {text}");
+        assert!(
+            rows[1].starts_with("\"'=HYPERLINK(\"\"http://x\"\",\"\"a,b\"\")\u{fffd}\",2,output-throughput-tok-per-s,"),
+            "{}",
+            rows[1]
+        );
+        // A negative number is a number, not a formula.
+        r.profile = "-1".into();
+        assert!(csv(&r).contains("\r\n-1,2,"), "{}", csv(&r));
+        r.profile = "-cmd".into();
+        assert!(csv(&r).contains("\r\n'-cmd,2,"), "{}", csv(&r));
     }
 }

@@ -177,13 +177,13 @@ pub fn render(r: &BenchRecord) -> String {
         }
         html.push_str(
             "<table><tr><th>Concurrency</th><th>Metric</th><th>Baseline → now</th><th>Change (interval)</th>\
-             <th>p</th><th>Call</th><th>Why</th></tr>\n",
+             <th>p</th><th>MDE</th><th>Call</th><th>Why</th></tr>\n",
         );
-        for (conc, c) in compared {
+        for &(conc, c) in &compared {
             let _ = writeln!(
                 html,
                 "<tr><td>{conc}</td><td>{} ({} is better)</td><td>{} → {}</td><td>{:+.1} % ({:+.1} … {:+.1} %)</td>\
-                 <td>{}</td><td class=\"{call}\">{call}</td><td>{}</td></tr>",
+                 <td>{}</td><td>{}</td><td class=\"{call}\">{call}</td><td>{}</td></tr>",
                 escape(&c.metric),
                 c.better,
                 num(c.baseline_mean),
@@ -192,11 +192,20 @@ pub fn render(r: &BenchRecord) -> String {
                 c.interval.0 * 100.0,
                 c.interval.1 * 100.0,
                 c.p_value.map_or("n/a".into(), |p| format!("{p:.3}")),
+                escape(&crate::run::bench_report::mde_text(c)),
                 escape(&c.why),
                 call = c.call,
             );
         }
-        html.push_str("</table>\n<p class=\"muted\">This record states no minimum detectable effect.</p>\n");
+        html.push_str("</table>\n");
+        if compared.iter().any(|(_, c)| c.mde.is_none()) {
+            html.push_str("<p class=\"muted\">This record states no minimum detectable effect.</p>\n");
+        } else {
+            html.push_str(
+                "<p class=\"muted\">MDE: the smallest true change each comparison would catch 80 % of the time \
+                 (two-sided, 5 %), at the spread within the two sessions and between sessions.</p>\n",
+            );
+        }
     }
     let _ = writeln!(
         html,

@@ -1,5 +1,6 @@
 //! What `gauntlet bench` writes beside `bench.json`: `bench.md` for a person, and `bench.bmf.json` in bencher's
-//! metric format (BMF) for tracking the numbers over time in bencher or any tool that reads it.
+//! metric format (BMF) for tracking the numbers over time in bencher or any tool that reads it, and `bench.csv`
+//! (`bench --format csv`) for a spreadsheet.
 
 use std::fmt::Write as _;
 
@@ -17,6 +18,7 @@ const MEASURES: &[(&str, Option<&str>, &[&str], f64)] = &[
     ("tpot-mean-ms", Some("tpot_mean"), &["tpot", "mean"], 1e3),
     ("e2el-mean-ms", Some("e2el_mean"), &["e2el", "mean"], 1e3),
     ("error-rate", None, &["error_rate"], 1.0),
+    ("goodput-req-per-s", None, &["goodput_wall"], 1.0),
 ];
 
 fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
@@ -45,10 +47,10 @@ pub fn bencher(r: &BenchRecord) -> Value {
     Value::Object(out)
 }
 
-/// One compared metric at one concurrency: "baseline → now (change, interval, p, call): why".
+/// One compared metric at one concurrency: "baseline → now (change, interval, p, MDE, call): why".
 pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
     format!(
-        "c{concurrency} {} ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}): {}",
+        "c{concurrency} {} ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}, {}): {}",
         c.metric,
         c.better,
         c.baseline_mean,
@@ -57,9 +59,115 @@ pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
         c.interval.0 * 100.0,
         c.interval.1 * 100.0,
         c.p_value.map_or("n/a".into(), |p| format!("{p:.3}")),
+        mde_text(c),
         c.call,
         c.why
     )
+}
+
+/// "MDE 12.3 % (between-session spread ±10.0 %, default)": the smallest change the comparison could have seen.
+pub fn mde_text(c: &MetricComparison) -> String {
+    let spread = c.between_session.as_ref().map_or(String::new(), |b| {
+        let from = if b.source == "history" { format!("{} sessions", b.sessions) } else { "default".into() };
+        format!(" (between-session spread ±{:.1} %, {from})", b.spread * 100.0)
+    });
+    match c.mde {
+        Some(m) => format!("MDE {:.1} %{spread}", m * 100.0),
+        None => "MDE not stated".into(),
+    }
+}
+
+/// "goodput 3.20 req/s of 4.00 (TTFT ≤ 200 ms, TPOT ≤ 50 ms)": the requests per second that met every limit of the
+/// workload's SLO, beside all completed requests per second; `None` without an SLO.
+pub fn goodput_line(w: &gauntlet_schema::bench::Workload, level: &Level) -> Option<String> {
+    let slo = w.slo.as_ref()?;
+    let goodput = pooled(level, &["goodput_wall"])?;
+    let limits: Vec<String> = [("TTFT", slo.ttft), ("TPOT", slo.tpot), ("E2EL", slo.e2el)]
+        .iter()
+        .filter_map(|(name, s)| s.map(|s| format!("{name} ≤ {:.0} ms", s * 1e3)))
+        .collect();
+    Some(format!(
+        "goodput {goodput:.2} req/s of {:.2} ({})",
+        pooled(level, &["request_throughput_wall"]).unwrap_or(0.0),
+        limits.join(", ")
+    ))
+}
+
+/// The columns of `bench.csv`.
+pub const CSV_HEADER: &[&str] = &[
+    "profile",
+    "concurrency",
+    "metric",
+    "value",
+    "lower_value",
+    "upper_value",
+    "baseline_mean",
+    "mean",
+    "change",
+    "interval_low",
+    "interval_high",
+    "p_value",
+    "mde",
+    "between_session_spread",
+    "between_session_source",
+    "call",
+];
+
+/// `bench --format csv`: one row per concurrency and measure (the measures of `bench.bmf.json`, in their units),
+/// with the comparison's numbers where the measure was compared (relative changes as fractions). RFC 4180: every
+/// row ends in CRLF, a cell holding a comma, quote or line break is quoted with its quotes doubled; a cell a
+/// spreadsheet would read as a formula (starting with `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`, and
+/// control characters become U+FFFD.
+pub fn csv(r: &BenchRecord) -> String {
+    let mut out = String::new();
+    let row = |out: &mut String, cells: &[String]| {
+        let cells: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+        out.push_str(&cells.join(","));
+        out.push_str("\r\n");
+    };
+    row(&mut out, &CSV_HEADER.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
+    let num = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(String::new(), |x| format!("{x}"));
+    for level in &r.levels {
+        for (slug, sampled, path, factor) in MEASURES {
+            let Some(value) = pooled(level, path) else { continue };
+            let samples = sampled.and_then(|s| level.samples.get(s)).filter(|s| !s.is_empty());
+            let lo = samples.map(|s| s.iter().copied().fold(f64::INFINITY, f64::min) * factor);
+            let hi = samples.map(|s| s.iter().copied().fold(f64::NEG_INFINITY, f64::max) * factor);
+            let c = sampled.and_then(|s| level.comparisons.iter().find(|c| c.metric == s));
+            row(
+                &mut out,
+                &[
+                    r.profile.clone(),
+                    level.concurrency.to_string(),
+                    (*slug).to_owned(),
+                    num(Some(value * factor)),
+                    num(lo),
+                    num(hi),
+                    num(c.map(|c| c.baseline_mean * factor)),
+                    num(c.map(|c| c.mean * factor)),
+                    num(c.map(|c| c.change)),
+                    num(c.map(|c| c.interval.0)),
+                    num(c.map(|c| c.interval.1)),
+                    num(c.and_then(|c| c.p_value)),
+                    num(c.and_then(|c| c.mde)),
+                    num(c.and_then(|c| c.between_session.as_ref().map(|b| b.spread))),
+                    c.and_then(|c| c.between_session.as_ref().map(|b| b.source.clone())).unwrap_or_default(),
+                    c.map_or(String::new(), |c| c.call.to_string()),
+                ],
+            );
+        }
+    }
+    out
+}
+
+fn csv_cell(text: &str) -> String {
+    let mut cell: String = text.chars().map(|ch| if ch.is_control() { '\u{fffd}' } else { ch }).collect();
+    // A negative number stays a number; any other text a spreadsheet would evaluate is defused.
+    let is_number = cell.parse::<f64>().is_ok();
+    if !is_number && cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        cell.insert(0, '\'');
+    }
+    if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
 }
 
 /// `bench.md`: the verdict, the workload, one row per concurrency, and a line per compared metric
@@ -123,6 +231,11 @@ pub fn markdown(r: &BenchRecord) -> String {
             pooled(l, &["output_throughput_wall"]).unwrap_or(0.0),
             l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
         );
+    }
+    for l in &r.levels {
+        if let Some(g) = goodput_line(w, l) {
+            let _ = writeln!(md, "\n- c{}: {g}", l.concurrency);
+        }
     }
     let comparisons: Vec<_> =
         r.levels.iter().flat_map(|l| l.comparisons.iter().map(move |c| (l.concurrency, c))).collect();

@@ -31,6 +31,9 @@ pub struct GateOptions<'a> {
     pub baseline: Option<(&'a RunRecord, String)>,
     /// The build step already done by the caller (before its skip-cache lookup); None: the session builds.
     pub built: Option<BuildOutcome>,
+    /// The spread of decode speed across the identity's promoted history ([`crate::compare::decode_spread`]):
+    /// widens the decode warn band. None: not known (fewer than three promoted runs).
+    pub decode_spread: Option<f64>,
 }
 
 /// Runs the gate for one profile. Returns the finished record (also written into `out_dir`).
@@ -208,7 +211,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             case: None,
         });
     }
-    let assessed = verdict::assess(&record, opts.baseline.as_ref().map(|(b, _)| *b), &profile.thresholds);
+    let baseline = opts.baseline.as_ref().map(|(b, _)| *b);
+    let assessed = verdict::assess_with(&record, baseline, &profile.thresholds, opts.decode_spread);
     record.findings.extend(assessed);
     record.verdict = verdict::fold(&record.findings);
     record.finished_at = now_rfc3339();
@@ -308,23 +312,36 @@ pub fn decode_summary(cases: &[CaseRecord]) -> DecodeSummary {
         cases.iter().filter_map(|c| Some((c.answer.as_ref()?, c.seconds?))).filter(|(_, s)| *s > 0.0).collect();
     let all_usage = answered.iter().all(|(a, _)| a.usage.and_then(|u| u.completion_tokens).is_some());
     let source = if all_usage { "usage" } else { "estimate" };
-    let mut rates: Vec<f64> = answered
+    let counted: Vec<(&Answer, f64)> = answered
         .iter()
         .filter_map(|(a, secs)| {
             let tokens = if all_usage { a.usage?.completion_tokens? } else { estimate_tokens(a) };
-            (tokens >= 32).then(|| tokens as f64 / secs)
+            (tokens >= 32).then_some((*a, tokens as f64 / secs))
         })
         .collect();
-    rates.sort_by(f64::total_cmp);
-    let median = match rates.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(rates[n / 2]),
-        n => Some((rates[n / 2 - 1] + rates[n / 2]) / 2.0),
-    };
+    let rates: Vec<f64> = counted.iter().map(|(_, r)| *r).collect();
+    // The server's own speed only when every counted case says it (a median of some would be another sample).
+    let server: Option<Vec<f64>> = counted
+        .iter()
+        .map(|(a, _)| {
+            let v = a.server_timings.as_ref()?.get("predicted_per_second")?.as_f64()?;
+            (v.is_finite() && v > 0.0).then_some(v)
+        })
+        .collect();
     DecodeSummary {
-        median_tokens_per_second: median,
+        median_tokens_per_second: median(rates.clone()),
         token_source: (!answered.is_empty()).then(|| source.to_owned()),
         cases_counted: rates.len(),
+        server_median_tokens_per_second: server.and_then(median),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 

@@ -9,7 +9,8 @@ mod outputs;
 // The bench record's types live in the schema crate; re-exported here so that callers keep their paths.
 pub use bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
-    Workload, confirm, read_bench, read_corpus, run_bench, write_bench,
+    Spreads, Workload, between_session_spreads, confirm, read_bench, read_corpus, recorded_spreads, run_bench,
+    write_bench,
 };
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};

@@ -7,6 +7,16 @@ use crate::compare;
 /// Every finding that follows from the finished record and its baseline (lifecycle findings such as a crash
 /// are already in `run.findings`; they are kept and the rest are appended).
 pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> Vec<Finding> {
+    assess_with(run, baseline, t, None)
+}
+
+/// [`assess`], with the decode speed's spread across the identity's promoted history widening its warn band.
+pub fn assess_with(
+    run: &RunRecord,
+    baseline: Option<&RunRecord>,
+    t: &Thresholds,
+    decode_spread: Option<f64>,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let judged: Vec<_> = run
         .cases
@@ -41,7 +51,7 @@ pub fn assess(run: &RunRecord, baseline: Option<&RunRecord>, t: &Thresholds) -> 
         });
     }
     match baseline {
-        Some(b) => out.extend(compare::compare(run, b, t)),
+        Some(b) => out.extend(compare::compare_with(run, b, t, decode_spread)),
         None => out.push(Finding {
             kind: FindingKind::NoBaseline,
             severity: Severity::Warn,

@@ -84,6 +84,7 @@ fn record() -> (RunRecord, RunRecord) {
             median_tokens_per_second: Some(80.0),
             token_source: Some("usage".into()),
             cases_counted: 2,
+            server_median_tokens_per_second: None,
         },
         findings: vec![
             Finding {
@@ -148,6 +149,44 @@ fn run_record_round_trips_through_json() {
     let text = serde_json::to_string(&run).unwrap();
     let back = parse_run_record(&text).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&run).unwrap());
+}
+
+/// Decode speed against the baseline: a warning however slow (one run is one session, never a failure), compared on
+/// the server's own timings when both records carry them, its band widened by the spread of the promoted history.
+#[test]
+fn slow_decode_warns_never_fails_prefers_server_timings_and_widens_by_the_history() {
+    let (mut run, mut base) = record();
+    run.findings.clear();
+    let slow = |run: &RunRecord, base: &RunRecord, spread: Option<f64>| -> Vec<gauntlet_schema::Finding> {
+        let t = &run.thresholds;
+        let all = gauntlet_engine::verdict::assess_with(run, Some(base), t, spread);
+        all.into_iter().filter(|f| f.kind == "slow-decode").collect()
+    };
+    base.decode.median_tokens_per_second = Some(100.0);
+    // A tenth of the baseline's speed: a warning, and the run's verdict from it is warn, not fail.
+    run.decode.median_tokens_per_second = Some(10.0);
+    let found = slow(&run, &base, None);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].severity, gauntlet_schema::Severity::Warn);
+    assert_eq!(gauntlet_engine::verdict::fold(&found), Verdict::Warn);
+    // 80 % of the baseline warns below 85 %; with a ±5 % spread over the promoted history the band is 75 %.
+    run.decode.median_tokens_per_second = Some(80.0);
+    assert!(slow(&run, &base, None)[0].message.contains("(the client's clock; warn below 85 %)"));
+    assert!(slow(&run, &base, Some(0.05)).is_empty(), "inside the widened band");
+    run.decode.median_tokens_per_second = Some(70.0);
+    let widened = slow(&run, &base, Some(0.05));
+    assert!(widened[0].message.contains("warn below 75 %: 85 % widened by twice the ±5.0 % spread"), "{widened:?}");
+    // The server's own timings say nothing changed: they are what counts when both records have them.
+    run.decode.server_median_tokens_per_second = Some(150.0);
+    assert_eq!(slow(&run, &base, None).len(), 1, "the baseline has no server timings: the client's clock");
+    base.decode.server_median_tokens_per_second = Some(152.0);
+    assert!(slow(&run, &base, None).is_empty());
+    run.decode.server_median_tokens_per_second = Some(100.0);
+    assert!(slow(&run, &base, None)[0].message.contains("the server's timings"));
+    // The spread of a promoted history: three runs at least.
+    assert_eq!(gauntlet_engine::compare::decode_spread(&[100.0, 90.0]), None);
+    let s = gauntlet_engine::compare::decode_spread(&[100.0, 90.0, 110.0]).unwrap();
+    assert!((s - 0.1).abs() < 1e-9, "{s}");
 }
 
 /// A slower load warns only when it is both over the ratio and longer by more than the noise floor: 20 ms → 110 ms

@@ -7,9 +7,10 @@ use gauntlet_engine::run::run_bench;
 
 use super::{bench_baseline, default_out_dir, gate_failure, identity_of, load_manifest, select_profile, skip_or_fail};
 use crate::Outcome;
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, BenchFormat};
 use crate::exit::{Exit, Failure};
 use crate::terminal;
+use crate::terminal::errln;
 use gauntlet_engine::run::BenchVerdict;
 
 pub(crate) fn bench(args: BenchArgs) -> Outcome {
@@ -22,7 +23,10 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     }
     workload.max_tokens = args.max_tokens.unwrap_or(workload.max_tokens);
     workload.warmups = args.warmups.unwrap_or(workload.warmups);
-    workload.repetitions = args.repetitions.unwrap_or(workload.repetitions);
+    if args.repetitions.is_some() {
+        errln!("gauntlet: warning: --repetitions is deprecated: call it --samples");
+    }
+    workload.repetitions = args.samples.or(args.repetitions).unwrap_or(workload.repetitions);
     workload.rate = args.rate.or(workload.rate);
     workload.seed = args.seed.or(workload.seed).or(workload.rate.map(|_| 1));
     if let Some(problem) = gauntlet_engine::manifest::workload_problem(&workload) {
@@ -30,23 +34,52 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     }
     let identity = identity_of(&profile)?;
     let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
+    let mut history = Vec::new();
+    for path in &args.history {
+        history.extend(bench_baseline(Some(path), &identity)?.map(|(b, _)| b));
+    }
     let out_dir = args.out.unwrap_or_else(|| default_out_dir(&format!("bench-{}", profile.name)));
     let mut view = terminal::View::new(terminal::stderr_is_terminal());
     let mut measure = |dir: &Path| {
         let base = baseline.as_ref().map(|(b, p)| (b, p.clone()));
-        run_bench(&profile, &identity, &workload, base, dir, &mut view).map_err(|e| skip_or_fail(dir, &profile.name, e))
+        run_bench(&profile, &identity, &workload, base, &history, dir, &mut view)
+            .map_err(|e| skip_or_fail(dir, &profile.name, e))
     };
     let mut record = measure(&out_dir)?;
-    let mut out = crate::terminal::stdout();
-    let _ = terminal::bench(&mut out, &record, &out_dir);
+    // `--format csv`: bench.csv beside bench.json, and the CSV (not the table) on stdout, the lines that say what
+    // happened on stderr.
+    let csv_only = matches!(args.format, Some(BenchFormat::Csv));
+    let csv = |record: &gauntlet_engine::run::BenchRecord, dir: &Path| -> Result<(), Failure> {
+        if !csv_only {
+            return Ok(());
+        }
+        let text = gauntlet_engine::run::bench_report::csv(record);
+        let path = dir.join("bench.csv");
+        gauntlet_engine::util::write_atomic(&path, text.as_bytes())
+            .map_err(|source| gate_failure(gauntlet_engine::run::GateError::Out { path: dir.into(), source }))
+    };
+    let mut stdout = crate::terminal::stdout();
+    let mut stderr = std::io::stderr();
+    let out: &mut dyn Write = if csv_only { &mut stderr } else { &mut stdout };
+    let _ = terminal::bench(&mut *out, &record, &out_dir);
+    csv(&record, &out_dir)?;
     if args.confirm && record.verdict == BenchVerdict::Regression {
         let _ = writeln!(out, "regression: measuring again to confirm it");
         let again_dir = out_dir.join("confirm");
         let again = measure(&again_dir)?;
-        let _ = terminal::bench(&mut out, &again, &again_dir);
+        let _ = terminal::bench(&mut *out, &again, &again_dir);
         let outcome = gauntlet_engine::run::confirm(&mut record, &again, "confirm/bench.json");
         gauntlet_engine::run::write_bench(&record, &out_dir).map_err(gate_failure)?;
+        csv(&again, &again_dir)?;
+        csv(&record, &out_dir)?;
         let _ = writeln!(out, "confirm: {outcome}");
+    }
+    if csv_only {
+        // Raw: the CSV's cells are escaped by its writer (no control character survives), and its CRLFs are its own.
+        drop(stdout);
+        let mut raw = std::io::stdout().lock();
+        let _ = raw.write_all(gauntlet_engine::run::bench_report::csv(&record).as_bytes());
+        let _ = raw.flush();
     }
     Ok(match record.final_verdict() {
         BenchVerdict::Fail | BenchVerdict::Regression => Exit::Fail,

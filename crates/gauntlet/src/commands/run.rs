@@ -88,7 +88,11 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     }
 
     let mut view = terminal::View::new(terminal::stderr_is_terminal());
+    // The decode speeds the identity's promoted runs had: their spread widens the decode warn band.
+    let promoted = gauntlet_engine::run::history_points(&store, &identity.digest).unwrap_or_default();
+    let decodes: Vec<f64> = promoted.iter().filter_map(|p| p.decode).collect();
     let opts = GateOptions {
+        decode_spread: gauntlet_engine::compare::decode_spread(&decodes),
         out_dir: &out_dir,
         identity: &identity,
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),

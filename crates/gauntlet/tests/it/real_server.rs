@@ -541,7 +541,7 @@ fn bench_measures_concurrency_one_and_two_on_the_real_server() {
         let out = dir.path().join(out);
         let port = free_port().to_string();
         let mut args = vec!["bench", "--profile", "native", "--port", &port, "--concurrency", "1,2"];
-        args.extend_from_slice(&["--repetitions", "2", "--max-tokens", "24", "--out", out.to_str().unwrap()]);
+        args.extend_from_slice(&["--samples", "2", "--max-tokens", "24", "--out", out.to_str().unwrap()]);
         args.extend_from_slice(extra);
         let o = gauntlet(&args, &env, Duration::from_secs(300));
         let record: Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap_or_default())
@@ -782,7 +782,7 @@ fn run_and_bench_pages_of_the_embedded_default_render_in_chromium() {
         "1,2",
         "--warmups",
         "0",
-        "--repetitions",
+        "--samples",
         "1",
         "--max-tokens",
         "16",

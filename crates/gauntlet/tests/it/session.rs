@@ -82,7 +82,7 @@ fn attached_server_on_the_bound_gpu_is_benched_without_a_busy_skip() {
             "1",
             "--warmups",
             "0",
-            "--repetitions",
+            "--samples",
             "1",
             "--max-tokens",
             "8",

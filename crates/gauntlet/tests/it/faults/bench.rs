@@ -31,6 +31,102 @@ fn bench_confirms_a_regression_with_a_second_measurement() {
     assert!(record.get("confirmation").is_none() && !out.join("confirm").exists(), "{stdout}");
 }
 
+/// A stored baseline is another session: a 20 % slower decode that the two sessions' own samples show clearly is
+/// not called against one baseline session (the default between-session spread covers it), and the comparison
+/// says how small a change it could have seen; with a history of sessions that agree closely, the same change is
+/// called.
+#[test]
+fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between_sessions() {
+    let paced = |ms: &str| vec![("__token_delay_ms", ms.to_owned()), ("", answer("word"))];
+    let f = Fixture::new("bench-sessions").answers(paced("40"));
+    let sessions: Vec<PathBuf> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|name| {
+            let (code, stdout, record, out) = bench_fixture(&f, name, &[]);
+            assert_eq!((code, record["verdict"].as_str()), (Some(0), Some("candidate")), "{stdout}");
+            out.join("bench.json")
+        })
+        .collect();
+    // 40 ms → 48 ms per token (a 20 % slower decode: inside the default spread, and clear in the samples even on a
+    // busy 2-core runner), the same command line (the identity).
+    let f = f.answers(paced("48"));
+    let tpot = |record: &serde_json::Value| -> serde_json::Value {
+        let comparisons = record["levels"][0]["comparisons"].as_array().unwrap();
+        comparisons.iter().find(|c| c["metric"] == "tpot_mean").unwrap().clone()
+    };
+    let (code, stdout, record, out) = bench_fixture(&f, "slower", &["--baseline", sessions[0].to_str().unwrap()]);
+    let c = tpot(&record);
+    assert!(c["within_interval"][0].as_f64().unwrap() > 0.015, "the samples alone show it: {c}");
+    assert_eq!(c["call"], "inconclusive", "{stdout}");
+    assert_eq!(c["between_session"]["source"], "default", "{c}");
+    let mde = c["mde"].as_f64().unwrap();
+    assert!(mde > 0.10, "{c}");
+    assert_eq!(record["bench_version"], 6);
+    assert_eq!((code, record["verdict"].as_str()), (Some(4), Some("inconclusive")), "{stdout}");
+    assert!(stdout.contains("MDE ") && stdout.contains("between-session spread ±20.0 %, default"), "{stdout}");
+    let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
+    assert!(md.contains(&format!("MDE {:.1} %", mde * 100.0)), "{md}");
+    let html = std::fs::read_to_string(out.join("bench.html")).unwrap();
+    assert!(html.contains("<th>MDE</th>") && !html.contains("states no minimum detectable effect"), "{html}");
+    // The baseline and two more sessions of the unchanged server: their spread replaces the default.
+    let history = ["--history", sessions[1].to_str().unwrap(), "--history", sessions[2].to_str().unwrap()];
+    let mut args = vec!["--baseline", sessions[0].to_str().unwrap()];
+    args.extend_from_slice(&history);
+    let (code, stdout, record, _) = bench_fixture(&f, "slower-with-history", &args);
+    let c = tpot(&record);
+    assert_eq!(c["between_session"]["source"], "history", "{c}");
+    assert_eq!(c["between_session"]["sessions"], 3, "{c}");
+    assert_eq!(c["call"], "regression", "{stdout}");
+    assert!(c["mde"].as_f64().unwrap() < mde, "a measured small spread sees smaller changes than the default: {c}");
+    assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
+}
+
+/// `bench --format csv`: bench.csv beside bench.json and the same CSV on stdout, one row per concurrency and
+/// measure, a profile name a spreadsheet would run as a formula defused; goodput under `[profiles.P.bench.slo]`; the
+/// deprecated `repetitions` (flag and manifest key) still read, with a warning.
+#[test]
+fn bench_writes_csv_counts_goodput_and_reads_the_deprecated_samples_name() {
+    let f = Fixture::new("bench-csv").answers(vec![("__token_delay_ms", "2".into()), ("", answer("word"))]).profile(
+        "[profiles.test.bench]\nconcurrency = [1]\nwarmups = 0\nrepetitions = 2\n\
+         [profiles.test.bench.slo]\nttft = \"2s\"\ntpot = \"1ms\"",
+    );
+    let manifest = f.write();
+    let out = f.path().join("csv");
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--format", "csv", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(stderr.contains("`repetitions` is deprecated: call it `samples`"), "{stderr}");
+    let csv = std::fs::read_to_string(out.join("bench.csv")).unwrap();
+    assert_eq!(stdout, csv, "stdout carries the CSV only");
+    let rows: Vec<&str> = csv.split("\r\n").filter(|r| !r.is_empty()).collect();
+    assert!(rows[0].starts_with("profile,concurrency,metric,value,"), "{csv}");
+    assert!(rows.iter().any(|r| r.starts_with("test,1,output-throughput-tok-per-s,")), "{csv}");
+    // Every request took more than 1 ms per token: none met the TPOT limit, so goodput is 0 of them.
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    assert_eq!(record["workload"]["repetitions"], 2);
+    assert_eq!(record["workload"]["slo"]["tpot"], 0.001);
+    assert_eq!(record["levels"][0]["metrics"]["goodput_wall"], 0.0);
+    assert!(rows.iter().any(|r| r.starts_with("test,1,goodput-req-per-s,0,")), "{csv}");
+    assert!(stderr.contains("goodput 0.00 req/s of"), "{stderr}");
+    // The flag's old name: read, with a warning; both names at once are refused.
+    let out = f.path().join("old-flag");
+    let args =
+        ["bench", "--manifest", manifest.to_str().unwrap(), "--repetitions", "3", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("--repetitions is deprecated: call it --samples"), "{stderr}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    assert_eq!(record["workload"]["repetitions"], 3);
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--repetitions", "3", "--samples", "2"];
+    assert_eq!(gauntlet(&args, &[], Duration::from_secs(30)).status.code(), Some(2));
+}
+
 /// `[profiles.P.bench]`: the workload and a JSONL corpus of prompts from the manifest, flags overriding them; a
 /// record of another workload is never compared with; a bad corpus is bad input, with its line.
 #[test]
@@ -94,7 +190,7 @@ fn bench_open_loop_sends_each_request_on_its_seeded_poisson_arrival() {
     let extra = ["--concurrency", "6", "--rate", "40", "--seed", "9"];
     let manifest = f.write();
     let out = f.path().join("open");
-    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--repetitions", "2"];
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--samples", "2"];
     args.extend_from_slice(&extra);
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
     let o = gauntlet(&args, &[], Duration::from_secs(120));
@@ -169,7 +265,7 @@ pub(super) fn bench_fixture(
     let manifest = f.write();
     let out = f.path().join(out);
     let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "1"];
-    args.extend_from_slice(&["--warmups", "0", "--repetitions", "4", "--out", out.to_str().unwrap()]);
+    args.extend_from_slice(&["--warmups", "0", "--samples", "4", "--out", out.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let o = gauntlet(&args, &[], Duration::from_secs(120));
     assert_no_survivors(&f.tag);

@@ -7,7 +7,7 @@ use super::*;
 fn bench_once(f: &Fixture, out: &str, extra: &[&str], limit: Duration) -> (Option<i32>, String, serde_json::Value) {
     let manifest = f.write();
     let out = f.path().join(out);
-    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--repetitions", "1"];
+    let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--warmups", "0", "--samples", "1"];
     args.extend_from_slice(&["--out", out.to_str().unwrap()]);
     args.extend_from_slice(extra);
     let o = gauntlet(&args, &[], limit);
