@@ -20,7 +20,7 @@ pub(super) async fn saturation(
     reporter: &mut dyn Reporter,
 ) -> Outcome {
     let w = &profile.qualify.saturation;
-    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
     let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules);
     problems.extend(assessed);
@@ -48,7 +48,7 @@ pub(super) async fn performance(
     reporter: &mut dyn Reporter,
 ) -> Outcome {
     let w = &profile.qualify.performance;
-    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
     let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules);
     problems.extend(assessed);
@@ -98,6 +98,7 @@ pub(super) async fn performance(
         findings: Vec::new(),
         sentry: None,
         build: None,
+        spill: None,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }
