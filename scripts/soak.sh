@@ -6,19 +6,21 @@
 # binary's own pages, comes and goes with the page cache on a busy machine) and its open descriptors.
 #
 #   scripts/soak.sh [--minutes 60] [--warmup 5] [--window 10] [--every 10] [--quota 50] [--bin GAUNTLET]
-#                   [--out DIR] [--concurrency 2] [--max-tokens 32] [--port 18590]
+#                   [--out DIR] [--concurrency 2] [--max-tokens 32] [--port 18590] [--manifest FILE]
 #
 # The process is `gauntlet bench` with one concurrency and more measured batches than the hour can hold: a bench
 # is the one command that repeats the same work (connections, streamed answers, SSE parsing, per-request records,
 # metrics) in one process for as long as asked; a gate is one process per run, and a qualification's stages each
 # do different work, so neither would show a slow leak as a trend. At the end of the hour the bench is interrupted
 # (SIGINT, the Ctrl-C path: gauntlet stops its server group and exits 130) and the script checks that the server
-# is gone too. The bench keeps every request's timeline in memory by design (bench.json carries them), so some
-# growth is expected and small (a few KiB per batch at these settings); a leak of connections, buffers or
-# descriptors would show on top of it.
+# is gone too. The bench spills every request's record to its requests.jsonl and keeps 8 bytes per value its
+# percentiles need (about 280 bytes per request at 32 tokens), so some growth is expected and small; a leak of
+# connections, buffers or descriptors would show on top of it.
 #
 # The server runs under a cgroup-v1 CPU quota (default 50 % of one core) so that it does not starve other work
 # on the machine: the script moves it into /sys/fs/cgroup/cpu/gauntlet-soak-PID as soon as gauntlet spawned it.
+# `--manifest FILE` benches that manifest's (default) profile instead of the embedded default: e.g. a profile attached
+# to `gauntlet-pacer`, whose fast, steady answers put thousands of requests through the bench in minutes.
 # Output: DIR/samples.csv, DIR/bench/ (the bench's folder), DIR/verdict.txt; DIR defaults to
 # /work/notes/soak when that exists, else gauntlet-out/soak.
 set -euo pipefail
@@ -33,6 +35,7 @@ max_tokens=32
 port=18590
 bin=$repo/target/release/gauntlet
 out=
+manifest=
 while [ $# -gt 0 ]; do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
@@ -45,7 +48,8 @@ while [ $# -gt 0 ]; do
     --port) port=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "usage: $0 [--minutes N] [--warmup N] [--window N] [--every S] [--quota PCT] [--bin G] [--out DIR]" >&2
+    --manifest) manifest=$2; shift 2 ;;
+    *) echo "usage: $0 [--minutes N] [--warmup N] [--window N] [--every S] [--quota PCT] [--bin G] [--out DIR] [--manifest F]" >&2
        exit 2 ;;
   esac
 done
@@ -91,8 +95,10 @@ trap 'exit 130' INT TERM
 
 # More batches than the hour holds (the most a bench takes: about 0.4 s per batch would be needed to finish);
 # the hour ends the bench.
+target=(--port "$port")
+[ -z "$manifest" ] || target=(--manifest "$manifest")
 "$bin" bench --concurrency "$concurrency" --max-tokens "$max_tokens" --warmups 1 --samples 10000 \
-  --port "$port" --out "$out/bench" >"$out/gauntlet.stdout" 2>"$out/gauntlet.stderr" &
+  "${target[@]}" --out "$out/bench" >"$out/gauntlet.stdout" 2>"$out/gauntlet.stderr" &
 gpid=$!
 echo "soak: gauntlet pid $gpid, $minutes min, samples every ${every}s into $csv" >&2
 
@@ -123,6 +129,12 @@ ended_early=0
 if kill -0 "$gpid" 2>/dev/null; then
   kill -INT "$gpid"
   for _ in $(seq 600); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
+  # A bench with no server of its own (--manifest of an attached profile) installs no signal handler, and a
+  # background job of a script starts with SIGINT ignored: SIGTERM ends it (exit 143).
+  if kill -0 "$gpid" 2>/dev/null; then
+    kill -TERM "$gpid"
+    for _ in $(seq 100); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
+  fi
 else
   ended_early=1
 fi
@@ -161,7 +173,7 @@ lines.append(f"peak RSS (VmHWM) {hwm} KiB; RSS (with file pages) from {min(rss, 
 if early:
     lines.append(f"gauntlet ended before the hour (exit {rc}): the soak is incomplete"); flat = False
 else:
-    lines.append(f"gauntlet interrupted at the end of the soak, exit {rc} (130 expected)")
+    lines.append(f"gauntlet interrupted at the end of the soak, exit {rc} (130 expected; 143 after SIGTERM)")
 lines.append(f"server left running after gauntlet exited: {survivor}")
 if survivor == "yes":
     flat = False

@@ -14,8 +14,9 @@ use crate::words::ReceiveClock;
 /// to open their own connection. 4: the identity is typed and carries `build` (the server binary's digest, moved
 /// from `runtime.server_binary_sha256`). 5: a request records `text_dropped` (its answer text is capped). 6: a
 /// comparison states its minimum detectable effect (`mde`), its within-session interval and the between-session
-/// spread it counted (`between_session`); the workload may carry goodput limits (`slo`). Versions 1 to 5 are still
-/// read.
+/// spread it counted (`between_session`); the workload may carry goodput limits (`slo`); `spill` (`gauntlet bench`
+/// writes every request to a spill file as it finishes, and the batches' `requests` are the ones that file kept,
+/// within its cap). Versions 1 to 5 are still read.
 pub const BENCH_VERSION: u32 = 6;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
@@ -263,6 +264,25 @@ pub struct BenchRecord {
     /// The server's build step, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<crate::run::BuildRecord>,
+    /// Where the requests were kept while the bench ran (absent before version 6, and in a qualification's R5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill: Option<Spill>,
+}
+
+/// The spill file of a bench: every measured request's record, one JSON line each, written as the request's batch
+/// ended, so that the bench holds numbers, not records. Its size is capped: past `cap_bytes` records are counted in
+/// `dropped` and not kept (the metrics still count them: they are computed as the requests finish).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spill {
+    /// The file's name in the bench's folder.
+    pub file: String,
+    pub cap_bytes: u64,
+    /// Records written.
+    pub records: u64,
+    /// Records not written: past the cap, or after a write failed (`error`).
+    pub dropped: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -48,7 +48,7 @@ pub fn move_binary_digest(identity: &mut IdentityRecord, runtime: &mut Value) {
 /// Reads a bench record (`bench.json`, `r5-performance.json`) of any readable version as today's
 /// [`BenchRecord`]. Version 2 added `released_monotonic_ns`, 3 `receive_clock` and `connected` (all optional);
 /// version 4 typed the identity (`build`, moved from `runtime.server_binary_sha256`); 5 added `text_dropped`
-/// (optional). `origin` names the file in every error.
+/// (optional), 6 `spill` (optional). `origin` names the file in every error.
 pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, String> {
     let raw: Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
     let version = match raw.get("bench_version").and_then(Value::as_u64) {

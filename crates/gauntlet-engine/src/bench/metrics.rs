@@ -160,58 +160,127 @@ pub struct RunMetrics {
 
 /// Folds a batch's requests; `released` and `finished` are the wall-clock bounds of the batch on the run's clock.
 pub fn run(timelines: &[Timeline], released: f64, finished: f64, slos: &Slos) -> RunMetrics {
-    let results: Vec<(f64, Result<RequestMetrics, String>)> = timelines.iter().map(|t| (t.start, request(t))).collect();
-    let ok: Vec<(f64, &RequestMetrics)> =
-        results.iter().filter_map(|(s, r)| r.as_ref().ok().map(|m| (*s, m))).collect();
-    let failed = results.len() - ok.len();
-    let duration_wall = (finished - released).max(0.0);
-    let first_start = ok.iter().map(|(s, _)| *s).fold(f64::INFINITY, f64::min);
-    let last_end = ok.iter().map(|(s, m)| s + m.e2el).fold(f64::NEG_INFINITY, f64::max);
-    let duration_span = if ok.is_empty() { 0.0 } else { (last_end - first_start).max(0.0) };
-    let output_tokens: u64 = ok.iter().map(|(_, m)| m.output_tokens).sum();
-    let per_second = |x: f64, d: f64| if d > 0.0 { x / d } else { 0.0 };
-    let mut sources: Vec<&str> = ok.iter().map(|(_, m)| m.token_source).collect();
-    sources.sort_unstable();
-    sources.dedup();
-    let token_source = match sources.as_slice() {
-        [] => "none".to_owned(),
-        [one] => (*one).to_owned(),
-        _ => "mixed".to_owned(),
-    };
-    let mut problems: Vec<String> = ok.iter().flat_map(|(_, m)| m.problems.iter().cloned()).collect();
-    if token_source == "mixed" {
-        problems.push("some responses carried usage and some did not: token counts are of mixed kinds".into());
+    let mut pool = Pool::new(slos.clone());
+    for t in timelines {
+        pool.add(t.start, request(t));
     }
-    let good = (slos.ttft.is_some() || slos.tpot.is_some() || slos.e2el.is_some()).then(|| {
-        ok.iter()
-            .filter(|(_, m)| {
-                slos.ttft.is_none_or(|s| m.ttft <= s)
-                    && slos.tpot.is_none_or(|s| m.tpot.unwrap_or(0.0) <= s)
-                    && slos.e2el.is_none_or(|s| m.e2el <= s)
-            })
-            .count()
-    });
-    let collect =
-        |f: &dyn Fn(&RequestMetrics) -> Option<f64>| ok.iter().filter_map(|(_, m)| f(m)).collect::<Vec<f64>>();
-    let gaps: Vec<f64> = ok.iter().flat_map(|(_, m)| m.chunk_gaps.iter().copied()).collect();
-    RunMetrics {
-        requests: results.len(),
-        failed,
-        error_rate: per_second(failed as f64, results.len() as f64),
-        duration_wall,
-        duration_span,
-        output_tokens,
-        output_throughput_wall: per_second(output_tokens as f64, duration_wall),
-        output_throughput_span: per_second(output_tokens as f64, duration_span),
-        request_throughput_wall: per_second(ok.len() as f64, duration_wall),
-        goodput_wall: good.map(|g| per_second(g as f64, duration_wall)),
-        token_source,
-        ttft: distribution(&collect(&|m| Some(m.ttft))),
-        ttfo: distribution(&collect(&|m| m.ttfo)),
-        tpot: distribution(&collect(&|m| m.tpot)),
-        itl_chunk: distribution(&gaps),
-        e2el: distribution(&collect(&|m| Some(m.e2el))),
-        problems,
+    pool.finish(released, finished)
+}
+
+/// Problem lines a run keeps: a server that disagrees with itself on every request must not grow the record (and
+/// the bench's memory) by a line per request; past these, the rest are counted.
+pub const PROBLEMS_KEPT: usize = 100;
+
+/// What a run's metrics need of its requests, folded one request at a time (a long bench keeps this, not the
+/// requests): the counts, and the values the distributions need (their percentiles need every value): per
+/// successful request TTFT, TTFO, TPOT and E2EL (8 bytes each) and 8 bytes per gap between token events. The result
+/// is the same, bit for bit, as folding every request at once in the same order.
+#[derive(Debug, Clone, Default)]
+pub struct Pool {
+    slos: Slos,
+    requests: usize,
+    ok: usize,
+    good: usize,
+    first_start: Option<f64>,
+    last_end: Option<f64>,
+    output_tokens: u64,
+    usage: bool,
+    events: bool,
+    problems: Vec<String>,
+    problems_more: usize,
+    ttft: Vec<f64>,
+    ttfo: Vec<f64>,
+    tpot: Vec<f64>,
+    gaps: Vec<f64>,
+    e2el: Vec<f64>,
+}
+
+impl Pool {
+    pub fn new(slos: Slos) -> Pool {
+        Pool { slos, ..Pool::default() }
+    }
+
+    /// Requests folded so far.
+    pub fn requests(&self) -> usize {
+        self.requests
+    }
+
+    /// One request sent `start` seconds into the run, with its metrics or why it failed.
+    pub fn add(&mut self, start: f64, result: Result<RequestMetrics, String>) {
+        self.requests += 1;
+        let Ok(m) = result else { return };
+        self.ok += 1;
+        self.first_start = Some(self.first_start.map_or(start, |f| f.min(start)));
+        let end = start + m.e2el;
+        self.last_end = Some(self.last_end.map_or(end, |l| l.max(end)));
+        self.output_tokens = self.output_tokens.saturating_add(m.output_tokens);
+        match m.token_source {
+            "usage" => self.usage = true,
+            _ => self.events = true,
+        }
+        for p in m.problems {
+            if self.problems.len() < PROBLEMS_KEPT {
+                self.problems.push(p);
+            } else {
+                self.problems_more += 1;
+            }
+        }
+        let s = &self.slos;
+        if s.ttft.is_none_or(|s| m.ttft <= s)
+            && s.tpot.is_none_or(|s| m.tpot.unwrap_or(0.0) <= s)
+            && s.e2el.is_none_or(|s| m.e2el <= s)
+        {
+            self.good += 1;
+        }
+        self.ttft.push(m.ttft);
+        self.ttfo.extend(m.ttfo);
+        self.tpot.extend(m.tpot);
+        self.gaps.extend_from_slice(&m.chunk_gaps);
+        self.e2el.push(m.e2el);
+    }
+
+    pub fn finish(self, released: f64, finished: f64) -> RunMetrics {
+        let failed = self.requests - self.ok;
+        let duration_wall = (finished - released).max(0.0);
+        let duration_span = match (self.first_start, self.last_end) {
+            (Some(first), Some(last)) => (last - first).max(0.0),
+            _ => 0.0,
+        };
+        let per_second = |x: f64, d: f64| if d > 0.0 { x / d } else { 0.0 };
+        let token_source = match (self.usage, self.events) {
+            (false, false) => "none",
+            (true, false) => "usage",
+            (false, true) => "events",
+            (true, true) => "mixed",
+        };
+        let mut problems = self.problems;
+        if self.problems_more > 0 {
+            problems.push(format!("… and {} more problem(s) like these", self.problems_more));
+        }
+        if token_source == "mixed" {
+            problems.push("some responses carried usage and some did not: token counts are of mixed kinds".into());
+        }
+        let s = &self.slos;
+        let good = (s.ttft.is_some() || s.tpot.is_some() || s.e2el.is_some()).then_some(self.good);
+        RunMetrics {
+            requests: self.requests,
+            failed,
+            error_rate: per_second(failed as f64, self.requests as f64),
+            duration_wall,
+            duration_span,
+            output_tokens: self.output_tokens,
+            output_throughput_wall: per_second(self.output_tokens as f64, duration_wall),
+            output_throughput_span: per_second(self.output_tokens as f64, duration_span),
+            request_throughput_wall: per_second(self.ok as f64, duration_wall),
+            goodput_wall: good.map(|g| per_second(g as f64, duration_wall)),
+            token_source: token_source.to_owned(),
+            ttft: distribution(&self.ttft),
+            ttfo: distribution(&self.ttfo),
+            tpot: distribution(&self.tpot),
+            itl_chunk: distribution(&self.gaps),
+            e2el: distribution(&self.e2el),
+            problems,
+        }
     }
 }
 

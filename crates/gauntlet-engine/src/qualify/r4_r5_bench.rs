@@ -20,7 +20,7 @@ pub(super) async fn saturation(
     reporter: &mut dyn Reporter,
 ) -> Outcome {
     let w = &profile.qualify.saturation;
-    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
     let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules, &Default::default());
     problems.extend(assessed);
@@ -48,7 +48,7 @@ pub(super) async fn performance(
     reporter: &mut dyn Reporter,
 ) -> Outcome {
     let w = &profile.qualify.performance;
-    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, reporter).await;
+    let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
     // The promoted baseline is one session: its comparison counts the default between-session spread.
     let spreads =
@@ -101,6 +101,7 @@ pub(super) async fn performance(
         findings: Vec::new(),
         sentry: None,
         build: None,
+        spill: None,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }

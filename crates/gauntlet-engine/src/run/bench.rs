@@ -13,8 +13,9 @@ pub use gauntlet_schema::bench::{
 };
 use serde_json::{Value, json};
 
+use super::bench_spill::{self, Spill};
 use super::{GateError, Reporter, RunEvent};
-use crate::bench::metrics::{self, Event, RunMetrics, Slos, Timeline};
+use crate::bench::metrics::{self, Event, Pool, RunMetrics, Slos, Timeline};
 use crate::bench::stats::{self, Better, Call, Comparison, Rules};
 use crate::client::Client;
 use crate::client::wire::{self, Conn, Endpoint};
@@ -95,6 +96,8 @@ pub fn run_bench(
     reporter: &mut dyn Reporter,
 ) -> Result<BenchRecord, GateError> {
     let started_at = crate::util::now_rfc3339();
+    // Every measured request goes to the spill file as its batch ends: the bench holds numbers, not records.
+    let mut spill = Spill::create(out_dir).map_err(|source| GateError::Out { path: out_dir.into(), source })?;
     let rt = crate::util::measuring_runtime();
     let opts = SessionOptions { out_dir, ready_limit: None, built: None, announce_cases: None };
     let mut session = Session::open(profile, opts, &rt, reporter)?;
@@ -107,7 +110,9 @@ pub fn run_bench(
         Err(why) => problems.push(format!("the server did not load: {why}")),
         Ok(_) => {
             let client = session.client.clone();
-            let (measured, died) = rt.block_on(measure(&client, profile, workload, session.process_mut(), reporter));
+            let process = session.process_mut();
+            let (measured, died) =
+                rt.block_on(measure(&client, profile, workload, process, Some(&mut spill), reporter));
             levels = measured;
             problems.extend(died);
         }
@@ -150,21 +155,33 @@ pub fn run_bench(
         findings,
         sentry: Some(closed.sentry),
         build,
+        spill: Some(spill.finish()),
     };
     write_bench(&record, out_dir)?;
     Ok(record)
 }
 
-/// Writes `bench.json`, `bench.md`, `bench.bmf.json` and `bench.html` into `out_dir`, each atomically.
+/// Writes `bench.json`, `bench.md`, `bench.bmf.json` and `bench.html` into `out_dir`, each atomically. A record
+/// whose requests were spilled has them streamed back from its spill file into `bench.json` and the HTML's
+/// latencies, never all in memory at once.
 pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError> {
-    let text = serde_json::to_vec_pretty(record).expect("serializable");
+    let out = |source| GateError::Out { path: out_dir.into(), source };
     let bmf = serde_json::to_vec_pretty(&super::bench_report::bencher(record)).expect("serializable");
-    for (name, bytes) in [
-        ("bench.json", text),
-        ("bench.md", super::bench_report::markdown(record).into_bytes()),
-        ("bench.bmf.json", bmf),
-        ("bench.html", super::bench_html::render(record).into_bytes()),
-    ] {
+    let mut files = vec![("bench.md", super::bench_report::markdown(record).into_bytes()), ("bench.bmf.json", bmf)];
+    if let Some(spilled) = &record.spill {
+        bench_spill::write_record(record, spilled, out_dir).map_err(out)?;
+        let latencies = |l: &Level, max_tokens: u64| {
+            let mut out = Default::default();
+            let add = &mut |r: &RequestRecord| super::bench_html::add_latencies(r, max_tokens, &mut out);
+            bench_spill::each_request(out_dir, spilled, l.concurrency, add);
+            out
+        };
+        files.push(("bench.html", super::bench_html::render_with(record, &latencies).into_bytes()));
+    } else {
+        files.push(("bench.json", serde_json::to_vec_pretty(record).expect("serializable")));
+        files.push(("bench.html", super::bench_html::render(record).into_bytes()));
+    }
+    for (name, bytes) in files {
         crate::util::write_atomic(&out_dir.join(name), &bytes)
             .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
     }
@@ -178,6 +195,7 @@ pub(crate) async fn measure(
     profile: &Profile,
     workload: &Workload,
     mut process: Option<&mut ServerProcess>,
+    mut spill: Option<&mut Spill>,
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
@@ -190,7 +208,7 @@ pub(crate) async fn measure(
             "concurrency {c}: {} warm-up and {} measured batch(es)",
             workload.warmups, workload.repetitions
         )));
-        let mut batches = Vec::new();
+        let mut fold = LevelFold::new(c, workload);
         for i in 0..workload.warmups + workload.repetitions {
             // Open the connections before every release, so that no measured TTFT includes a connect (a server
             // may close a connection after each streamed answer). A connection returns to the pool just after
@@ -210,7 +228,7 @@ pub(crate) async fn measure(
             let (batch, kept) = run_batch(ways, profile, workload, c, i).await;
             pool = kept;
             if i >= workload.warmups {
-                batches.push(batch);
+                fold.add(batch, spill.as_deref_mut());
             }
         }
         if let Some(p) = process.as_deref_mut()
@@ -218,7 +236,7 @@ pub(crate) async fn measure(
         {
             return (levels, vec![format!("the server died at concurrency {c}")]);
         }
-        levels.push(level(c, batches, workload));
+        levels.push(fold.finish());
     }
     (levels, Vec::new())
 }
@@ -377,32 +395,67 @@ fn slos(w: &Workload) -> Slos {
 }
 
 pub(crate) fn level(concurrency: usize, batches: Vec<Batch>, workload: &Workload) -> Level {
-    let (max_tokens, slos) = (workload.max_tokens, slos(workload));
-    let mut samples: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    let mut all: Vec<Timeline> = Vec::new();
-    let mut offset = 0.0;
-    for b in &batches {
-        let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, max_tokens)).collect();
-        let m = metrics::run(&timelines, 0.0, b.seconds, &slos);
+    let mut fold = LevelFold::new(concurrency, workload);
+    for b in batches {
+        fold.add(b, None);
+    }
+    fold.finish()
+}
+
+/// One concurrency's measured batches, folded as each ends: its samples, and the metrics pooled over all of them on
+/// one clock (each batch placed after the previous one). Holds the pooled numbers ([`Pool`]), not the requests
+/// once a spill took them.
+pub(crate) struct LevelFold {
+    concurrency: usize,
+    max_tokens: u64,
+    slos: Slos,
+    batches: Vec<Batch>,
+    samples: std::collections::BTreeMap<String, Vec<f64>>,
+    pooled: Pool,
+    offset: f64,
+}
+
+impl LevelFold {
+    pub(crate) fn new(concurrency: usize, workload: &Workload) -> LevelFold {
+        LevelFold {
+            concurrency,
+            max_tokens: workload.max_tokens,
+            slos: slos(workload),
+            batches: Vec::new(),
+            samples: Default::default(),
+            pooled: Pool::new(slos(workload)),
+            offset: 0.0,
+        }
+    }
+
+    /// Folds a measured batch; `spill`, when given, takes its requests (the level keeps the batch without them).
+    pub(crate) fn add(&mut self, mut b: Batch, spill: Option<&mut Spill>) {
+        let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, self.max_tokens)).collect();
+        let m = metrics::run(&timelines, 0.0, b.seconds, &self.slos);
         for (name, _) in COMPARED {
             if let Some(v) = sample_of(&m, name) {
-                samples.entry((*name).into()).or_default().push(v);
+                self.samples.entry((*name).into()).or_default().push(v);
             }
         }
-        // Pooled over batches on one clock: each batch placed after the previous one.
-        all.extend(timelines.into_iter().map(|mut t| {
-            t.start += offset;
-            t
-        }));
-        offset += b.seconds;
+        for t in &timelines {
+            self.pooled.add(t.start + self.offset, metrics::request(t));
+        }
+        self.offset += b.seconds;
+        if let Some(spill) = spill {
+            spill.batch(self.concurrency, self.batches.len(), std::mem::take(&mut b.requests));
+        }
+        self.batches.push(b);
     }
-    let pooled = metrics::run(&all, 0.0, offset, &slos);
-    Level {
-        concurrency,
-        batches,
-        metrics: serde_json::to_value(&pooled).unwrap_or(Value::Null),
-        samples,
-        comparisons: Vec::new(),
+
+    pub(crate) fn finish(self) -> Level {
+        let pooled = self.pooled.finish(0.0, self.offset);
+        Level {
+            concurrency: self.concurrency,
+            batches: self.batches,
+            metrics: serde_json::to_value(&pooled).unwrap_or(Value::Null),
+            samples: self.samples,
+            comparisons: Vec::new(),
+        }
     }
 }
 
@@ -665,6 +718,38 @@ mod report_tests {
             "workload": {"concurrency": [2], "max_tokens": 4, "warmups": 0, "repetitions": 2}, "levels": levels,
         }))
         .unwrap()
+    }
+
+    /// A level folded batch by batch, its requests spilled, has the metrics and samples of the same batches held in
+    /// memory, and holds no request itself.
+    #[test]
+    fn a_level_whose_requests_were_spilled_has_the_metrics_of_the_same_batches_in_memory() {
+        let batch = |gap: f64, failing: bool| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            receive_clock: None,
+            requests: vec![record(0.0, gap), {
+                let mut r = record(0.01, gap);
+                if failing {
+                    r.error = Some("broken".into());
+                }
+                r
+            }],
+        };
+        let batches = || vec![batch(0.01, false), batch(0.02, true), batch(0.015, false)];
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = Spill::create(dir.path()).unwrap();
+        let mut fold = LevelFold::new(2, &Workload::new(vec![2], 4, 0, 2));
+        for b in batches() {
+            fold.add(b, Some(&mut spill));
+        }
+        let folded = fold.finish();
+        let held = level(2, batches(), &Workload::new(vec![2], 4, 0, 2));
+        assert_eq!((&folded.metrics, &folded.samples), (&held.metrics, &held.samples));
+        assert_eq!(folded.metrics["failed"], 1);
+        assert!(folded.batches.iter().all(|b| b.requests.is_empty()));
+        assert_eq!(spill.finish().records, 6);
     }
 
     #[test]

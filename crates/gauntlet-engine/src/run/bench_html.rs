@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use gauntlet_schema::bench::{BenchRecord, Level};
+use gauntlet_schema::bench::{BenchRecord, Level, RequestRecord};
 
 use crate::bench::metrics;
 use crate::report::html::chart::{cdf, interval_chart, line_chart};
@@ -15,19 +15,23 @@ use crate::report::html::page::{escape, head, nav, none, num};
 /// Per-request TTFT, chunk gaps (pooled) and E2EL in milliseconds, over every successful request of a level, and
 /// how many requests failed.
 fn latencies(level: &Level, max_tokens: u64) -> ([Vec<f64>; 3], usize) {
-    let mut out = [Vec::new(), Vec::new(), Vec::new()];
-    let mut failed = 0;
+    let mut out = Default::default();
     for r in level.batches.iter().flat_map(|b| &b.requests) {
-        match metrics::request(&super::to_timeline(r, max_tokens)) {
-            Ok(m) => {
-                out[0].push(m.ttft * 1e3);
-                out[1].extend(m.chunk_gaps.iter().map(|g| g * 1e3));
-                out[2].push(m.e2el * 1e3);
-            }
-            Err(_) => failed += 1,
-        }
+        add_latencies(r, max_tokens, &mut out);
     }
-    (out, failed)
+    out
+}
+
+/// One request's latencies added to those [`latencies`] gives.
+pub(crate) fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Vec<f64>; 3], usize)) {
+    match metrics::request(&super::to_timeline(r, max_tokens)) {
+        Ok(m) => {
+            out[0].push(m.ttft * 1e3);
+            out[1].extend(m.chunk_gaps.iter().map(|g| g * 1e3));
+            out[2].push(m.e2el * 1e3);
+        }
+        Err(_) => *failed += 1,
+    }
 }
 
 /// A named line of (x, y) points.
@@ -38,6 +42,14 @@ fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
 }
 
 pub fn render(r: &BenchRecord) -> String {
+    render_with(r, &latencies)
+}
+
+/// A level's per-request latencies and failures, as [`latencies`] gives them from the level's own requests.
+pub(crate) type Latencies<'a> = &'a dyn Fn(&Level, u64) -> ([Vec<f64>; 3], usize);
+
+/// [`render`], with each level's latencies from `latencies` (a bench that spilled its requests reads them back).
+pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
     let mut html = head(&format!("gauntlet bench: {}", r.profile));
     let verdict = r.final_verdict();
     let _ = writeln!(

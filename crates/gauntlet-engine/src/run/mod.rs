@@ -3,6 +3,7 @@
 mod bench;
 pub mod bench_html;
 pub mod bench_report;
+mod bench_spill;
 mod gate;
 mod outputs;
 

@@ -302,12 +302,21 @@ pub(crate) fn interval_chart(
     Some(svg)
 }
 
-/// Empirical CDF points of `values` (sorted), as (value, fraction ≤ value).
+/// Points a CDF is drawn with at most: a long bench's chart (a point per token gap of every request) is no larger
+/// than a short one's; at this many evenly spaced ranks a line drawn at a page's width shows the same curve.
+pub(crate) const CDF_POINTS: usize = 1000;
+
+/// Empirical CDF points of `values` (sorted), as (value, fraction ≤ value): every value, or past [`CDF_POINTS`]
+/// values that many at evenly spaced ranks (the smallest and the largest among them).
 pub(crate) fn cdf(mut values: Vec<f64>) -> Vec<(f64, f64)> {
     values.retain(|v| v.is_finite());
     values.sort_by(f64::total_cmp);
-    let n = values.len() as f64;
-    values.iter().enumerate().map(|(i, v)| (*v, (i + 1) as f64 / n)).collect()
+    let n = values.len();
+    let point = |i: usize| (values[i], (i + 1) as f64 / n as f64);
+    if n <= CDF_POINTS {
+        return (0..n).map(point).collect();
+    }
+    (0..CDF_POINTS).map(|k| point(k * (n - 1) / (CDF_POINTS - 1))).collect()
 }
 
 #[cfg(test)]
@@ -329,6 +338,10 @@ mod tests {
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>") && svg.contains("<polyline"), "{svg}");
         assert_eq!(svg.matches("<circle").count(), 2, "few points get a dot each");
         assert_eq!(cdf(vec![3.0, f64::NAN, 1.0]), vec![(1.0, 0.5), (3.0, 1.0)]);
+        let many = cdf((0..100_000).rev().map(f64::from).collect());
+        assert_eq!(many.len(), CDF_POINTS);
+        assert_eq!((many[0], many[CDF_POINTS - 1]), ((0.0, 1e-5), (99_999.0, 1.0)));
+        assert!(many.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1));
     }
 
     #[test]

@@ -89,3 +89,83 @@ fn plan_kills_a_git_that_hangs() {
     assert!(started.elapsed() < Duration::from_secs(40), "took {:?}", started.elapsed());
     assert_no_survivors(&tag);
 }
+
+/// Peak resident memory (KiB) of one `gauntlet bench` of `batches` batches of 50 instant answers, from the kernel's
+/// accounting of the reaped process (`wait4`'s `ru_maxrss`: the largest of gauntlet and the server it reaped), and
+/// its record.
+fn bench_peak_kib(f: &Fixture, out: &str, batches: usize) -> (u64, serde_json::Value) {
+    use std::os::unix::process::ExitStatusExt;
+    let manifest = f.write();
+    let out = f.path().join(out);
+    let reps = batches.to_string();
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "50", "--warmups", "0"];
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    cmd.args(args).args(["--repetitions", &reps, "--out", out.to_str().unwrap()]);
+    // Output to files: a pipe nobody reads while waiting could fill and stall the bench.
+    let log = f.path().join(format!("{}.log", out.file_name().unwrap().to_str().unwrap()));
+    let file = std::fs::File::create(&log).unwrap();
+    cmd.stdin(std::process::Stdio::null()).stdout(file.try_clone().unwrap()).stderr(file);
+    let scratch = tempfile::tempdir().unwrap();
+    crate::common::isolate(&mut cmd, &[], &scratch);
+    // Reaped by `wait4` below (which gives its peak memory), not by `Child::wait`.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().expect("spawn gauntlet");
+    let pid = child.id() as libc::pid_t;
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
+    let (status, usage) = loop {
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child; the pointers are to live locals.
+        let reaped = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if reaped == pid {
+            break (std::process::ExitStatus::from_raw(status), usage);
+        }
+        assert_eq!(reaped, 0, "wait4: {}", std::io::Error::last_os_error());
+        if std::time::Instant::now() >= deadline {
+            // SAFETY: a signal to our own, not yet reaped, child; then reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, &mut status, 0);
+            }
+            panic!("the bench did not end within 600 s: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_no_survivors(&f.tag);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "{text}");
+    let record = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
+    (usage.ru_maxrss as u64, record)
+}
+
+/// A long bench's memory does not grow with its requests: they go to the spill file as each batch ends, and the
+/// bench keeps numbers (the pooled metrics' values: about 8 bytes per value). Four times the requests (1000, then
+/// 4000 of 40 tokens each) may raise the peak by far less than the records held in memory took (about 3.5 KiB per
+/// request at 40 tokens, and again as much for bench.json's text): at most 1 KiB per added request. bench.json
+/// still carries every request (streamed from the spill when written).
+#[test]
+fn bench_memory_does_not_grow_with_its_requests() {
+    let f = Fixture::new("bench-memory")
+        .answers(vec![("__token_delay_ms", "0".into()), ("", answer("word"))])
+        .profile("request_timeout = \"60s\"");
+    let (small, record) = bench_peak_kib(&f, "small", 20);
+    assert_eq!(record["levels"][0]["metrics"]["requests"], 1000);
+    let (large, record) = bench_peak_kib(&f, "large", 80);
+    let per_request = (large as f64 - small as f64) * 1024.0 / 3000.0;
+    eprintln!("peak RSS: {small} KiB at 1000 requests, {large} KiB at 4000: {per_request:.0} bytes per added request");
+    assert!(
+        per_request < 1024.0,
+        "peak RSS {small} KiB at 1000 requests, {large} KiB at 4000: {per_request:.0} B per request"
+    );
+    let m = &record["levels"][0]["metrics"];
+    assert_eq!((m["requests"].as_u64(), m["failed"].as_u64()), (Some(4000), Some(0)), "{m}");
+    let spill = &record["spill"];
+    assert_eq!((spill["records"].as_u64(), spill["dropped"].as_u64()), (Some(4000), Some(0)), "{spill}");
+    let kept: usize = record["levels"][0]["batches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["requests"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(kept, 4000, "bench.json carries every request");
+}
