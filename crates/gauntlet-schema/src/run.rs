@@ -10,16 +10,18 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 7 added each answer's normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`; older
+/// records read without them.
 /// Version 6 added each answer's `tokens` (ids, logprobs, top alternatives; [`crate::tokens`]); older records read
 /// without them.
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 6;
+pub const RUN_RECORD_VERSION: u32 = 7;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -270,6 +272,9 @@ pub struct Answer {
     /// Server-reported timings (llama.cpp `timings`, or `usage.timings`), verbatim.
     #[serde(default)]
     pub server_timings: Option<Value>,
+    /// The same timings, and those other engines report elsewhere, in one shape (since version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<ServerTimings>,
     /// Streamed answers: one entry per SSE event, timestamped on the client's monotonic clock.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<StreamEvent>,
@@ -292,6 +297,54 @@ pub struct ToolCall {
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens the server took from its cache (`usage.prompt_tokens_details.cached_tokens`; since version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+/// What a server says about its own time on one answer, whichever engine said it: llama.cpp's `timings`
+/// (`prompt_n`, `prompt_ms`, `predicted_n`, `predicted_ms`, `predicted_per_second`, `cache_n`), vLLM's per-request
+/// `metrics` (`time_to_first_token_ms`, `generation_time_ms`, `tokens_per_second`), mistral.rs's `usage`
+/// (`total_prompt_time_sec`, `total_completion_time_sec`, `avg_compl_tok_per_sec`). Every field is optional: each
+/// engine reports a part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Where the numbers came from: `llama.cpp`, `vllm`, `mistral.rs`.
+    pub source: TimingSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_per_second: Option<f64>,
+    /// Prompt tokens reused from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimingSource {
+    #[default]
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "mistral.rs")]
+    MistralRs,
+}
+
+impl TimingSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimingSource::LlamaCpp => "llama.cpp",
+            TimingSource::Vllm => "vllm",
+            TimingSource::MistralRs => "mistral.rs",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -344,4 +397,31 @@ pub struct BaselineRef {
     pub profile: String,
     pub started_at: String,
     pub identity_digest: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Version 7's answer fields round-trip, and an answer written before them reads without them.
+    #[test]
+    fn timings_and_cached_tokens_round_trip_and_older_answers_read_without_them() {
+        let a = Answer {
+            content: "x".into(),
+            usage: Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(1), cached_tokens: Some(4) }),
+            timings: Some(ServerTimings {
+                source: TimingSource::Vllm,
+                predicted_ms: Some(7.5),
+                ..ServerTimings::default()
+            }),
+            ..Answer::default()
+        };
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(text.contains(r#""timings":{"source":"vllm","predicted_ms":7.5}"#), "{text}");
+        assert!(text.contains(r#""cached_tokens":4"#), "{text}");
+        assert_eq!(serde_json::from_str::<Answer>(&text).unwrap(), a);
+        let v6: Answer =
+            serde_json::from_str(r#"{"content": "x", "usage": {"prompt_tokens": 5, "completion_tokens": 1}}"#).unwrap();
+        assert_eq!((v6.timings, v6.usage.unwrap().cached_tokens), (None, None));
+    }
 }
