@@ -31,6 +31,9 @@
 //!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, else a
 //!                           candidate 4.95 nats below
 //!   --state-file PATH       counts this server's starts (for `--diverge restart`)
+//!   --dialect NAME          speak one engine's wire shapes: llama.cpp | vllm | sglang | tgi | trtllm | ollama
+//!                           (health, models, stream chunks, usage, reasoning, tool calls, errors; see dialect.rs);
+//!                           the faults above do not apply then
 //!
 //! A request with `logprobs: true` gets llama.cpp's `logprobs.content` (one token per word: a stable id, the text,
 //! its bytes, a logprob and `top_logprobs` up to `top_logprobs`), streamed or not.
@@ -43,6 +46,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+mod dialect;
 
 #[derive(Default)]
 struct Config {
@@ -66,6 +71,7 @@ struct Config {
     state_file: Option<String>,
     /// Earlier starts counted in the state file.
     earlier_starts: u32,
+    dialect: Option<dialect::Dialect>,
 }
 
 fn parse_args() -> Config {
@@ -103,6 +109,11 @@ fn parse_args() -> Config {
                 c.diverge = Some(row.to_owned());
             }
             "--state-file" => c.state_file = Some(val()),
+            "--dialect" => {
+                let v = val();
+                c.dialect =
+                    Some(dialect::Dialect::parse(&v).unwrap_or_else(|| die(&format!("--dialect: unknown `{v}`"))));
+            }
             "--crash-after" => c.crash_after = val().parse().unwrap_or_else(|_| die("bad --crash-after")),
             "--load-delay-ms" => c.load_delay_ms = val().parse().unwrap_or_else(|_| die("bad --load-delay-ms")),
             "--token-delay-ms" => c.token_delay_ms = val().parse().unwrap_or_else(|_| die("bad --token-delay-ms")),
@@ -283,6 +294,13 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     let Some(path) = full.strip_prefix(c.prefix.as_str()) else {
         return respond(&mut stream, 404, "application/json", b"{\"error\":\"no such prefix\"}");
     };
+    if let Some(d) = c.dialect {
+        let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let last_user = last_user_message(&req);
+        let answer = c.answers.iter().find(|(k, _)| last_user.contains(k.as_str())).map_or("ok", |(_, v)| v.as_str());
+        let ask = dialect::Ask { path, req: &req, last_user: &last_user, answer, token_delay_ms: c.token_delay_ms };
+        return dialect::serve(d, &mut stream, &ask);
+    }
     if path == "/health" {
         return respond(&mut stream, 200, "application/json", b"{\"status\":\"ok\"}");
     }
@@ -290,12 +308,7 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         return respond(&mut stream, 404, "application/json", b"{\"error\":\"not found\"}");
     }
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let last_user = req["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or("")
-        .to_owned();
+    let last_user = last_user_message(&req);
     let warmup = last_user == "Say hello.";
     let stream_mode = req["stream"].as_bool().unwrap_or(false);
     let mut answer = c
@@ -451,6 +464,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         stream.write_all(b"data: [DONE]\n\n")?;
     }
     stream.flush()
+}
+
+fn last_user_message(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_owned()
 }
 
 fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) -> std::io::Result<()> {

@@ -10,8 +10,8 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
-/// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings); older records read
-/// without it.
+/// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
+/// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`; older records read without them.
 /// Version 6 added each answer's `tokens` (ids, logprobs, top alternatives; [`crate::tokens`]); older records read
 /// without them.
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
@@ -272,6 +272,9 @@ pub struct Answer {
     /// Server-reported timings (llama.cpp `timings`, or `usage.timings`), verbatim.
     #[serde(default)]
     pub server_timings: Option<Value>,
+    /// The same timings, and those other engines report elsewhere, in one shape (since version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<ServerTimings>,
     /// Streamed answers: one entry per SSE event, timestamped on the client's monotonic clock.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<StreamEvent>,
@@ -294,6 +297,54 @@ pub struct ToolCall {
 pub struct Usage {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
+    /// Prompt tokens the server took from its cache (`usage.prompt_tokens_details.cached_tokens`; since version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+}
+
+/// What a server says about its own time on one answer, whichever engine said it: llama.cpp's `timings`
+/// (`prompt_n`, `prompt_ms`, `predicted_n`, `predicted_ms`, `predicted_per_second`, `cache_n`), vLLM's per-request
+/// `metrics` (`time_to_first_token_ms`, `generation_time_ms`, `tokens_per_second`), mistral.rs's `usage`
+/// (`total_prompt_time_sec`, `total_completion_time_sec`, `avg_compl_tok_per_sec`). Every field is optional: each
+/// engine reports a part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    /// Where the numbers came from: `llama.cpp`, `vllm`, `mistral.rs`.
+    pub source: TimingSource,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_per_second: Option<f64>,
+    /// Prompt tokens reused from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimingSource {
+    #[default]
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "mistral.rs")]
+    MistralRs,
+}
+
+impl TimingSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimingSource::LlamaCpp => "llama.cpp",
+            TimingSource::Vllm => "vllm",
+            TimingSource::MistralRs => "mistral.rs",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -350,4 +401,31 @@ pub struct BaselineRef {
     pub profile: String,
     pub started_at: String,
     pub identity_digest: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Version 7's answer fields round-trip, and an answer written before them reads without them.
+    #[test]
+    fn timings_and_cached_tokens_round_trip_and_older_answers_read_without_them() {
+        let a = Answer {
+            content: "x".into(),
+            usage: Some(Usage { prompt_tokens: Some(5), completion_tokens: Some(1), cached_tokens: Some(4) }),
+            timings: Some(ServerTimings {
+                source: TimingSource::Vllm,
+                predicted_ms: Some(7.5),
+                ..ServerTimings::default()
+            }),
+            ..Answer::default()
+        };
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(text.contains(r#""timings":{"source":"vllm","predicted_ms":7.5}"#), "{text}");
+        assert!(text.contains(r#""cached_tokens":4"#), "{text}");
+        assert_eq!(serde_json::from_str::<Answer>(&text).unwrap(), a);
+        let v6: Answer =
+            serde_json::from_str(r#"{"content": "x", "usage": {"prompt_tokens": 5, "completion_tokens": 1}}"#).unwrap();
+        assert_eq!((v6.timings, v6.usage.unwrap().cached_tokens), (None, None));
+    }
 }

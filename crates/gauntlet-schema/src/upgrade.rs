@@ -26,7 +26,8 @@ pub fn parse_run_record(text: &str) -> Result<RunRecord, String> {
         ));
     }
     let mut record: RunRecord = serde_json::from_value(raw).map_err(|e| format!("malformed run record: {e}"))?;
-    // Version 6 only added fields (`answer.tokens`) that older records read without.
+    // Versions 6 and 7 only added fields (`answer.tokens`, `answer.timings`, `usage.cached_tokens`) that older records
+    // read without.
     if version < 5 {
         move_binary_digest(&mut record.identity, &mut record.runtime);
     }

@@ -8,5 +8,5 @@ pub mod wire;
 
 pub use error::ClientError;
 pub use http::{Client, DEFAULT_MAX_RESPONSE_BYTES, Transport};
-pub use parse::{StreamAssembler, parse_completion};
-pub use tokens::{TOKEN_DIALECTS, TokenDialect};
+pub use parse::{StreamAssembler, error_message, parse_completion};
+pub use tokens::{TOKEN_DIALECTS, Thinking, TokenDialect};

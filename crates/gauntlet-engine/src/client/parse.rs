@@ -1,7 +1,7 @@
 //! Turning server bytes into an [`Answer`]: one JSON completion, or an SSE stream of chunks. Pure functions of the
 //! bytes (and the arrival times handed in), so every malformed shape is unit-testable.
 
-use gauntlet_schema::{Answer, StreamEvent, ToolCall, Usage};
+use gauntlet_schema::{Answer, ServerTimings, StreamEvent, TimingSource, ToolCall, Usage};
 use serde_json::Value;
 
 use super::error::ClientError;
@@ -18,7 +18,7 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
         .filter(|m| m.is_object())
         .ok_or_else(|| ClientError::Malformed("choices[0].message missing".into()))?;
     let content = opt_str(message, "content", "choices[0].message.content")?;
-    let reasoning = opt_str(message, "reasoning_content", "choices[0].message.reasoning_content")?;
+    let reasoning = reasoning(message, "choices[0].message")?;
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").filter(|c| !c.is_null()) {
         let calls = calls
@@ -48,6 +48,7 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
         finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
         usage: usage(v)?,
         server_timings: timings(v),
+        timings: normalised_timings(v),
         timeline: Vec::new(),
         first_byte_seconds: None,
         tokens: tokens.finish(false),
@@ -59,6 +60,17 @@ fn first_choice(v: &Value) -> Result<&Value, ClientError> {
         .and_then(Value::as_array)
         .and_then(|c| c.first())
         .ok_or_else(|| ClientError::Malformed("no choices[0] in the answer".into()))
+}
+
+/// The reasoning text under either name engines give it: `reasoning_content` (llama.cpp, SGLang, TRT-LLM,
+/// mistral.rs, older vLLM) or `reasoning` (vLLM since its PR #33402, Ollama's `/v1`). Transition builds of vLLM send
+/// both, one a copy of the other: the first non-empty one is the text (docs/dialects.md §1.5, §4.5).
+fn reasoning(obj: &Value, path: &str) -> Result<String, ClientError> {
+    let old = opt_str(obj, "reasoning_content", &format!("{path}.reasoning_content"))?;
+    if !old.is_empty() {
+        return Ok(old);
+    }
+    opt_str(obj, "reasoning", &format!("{path}.reasoning"))
 }
 
 /// A string field that may be absent or null, but never another type.
@@ -90,12 +102,88 @@ fn usage(v: &Value) -> Result<Option<Usage>, ClientError> {
             },
         }
     };
-    Ok(Some(Usage { prompt_tokens: count("prompt_tokens")?, completion_tokens: count("completion_tokens")? }))
+    let cached_tokens = match u.get("prompt_tokens_details").filter(|d| !d.is_null()) {
+        None => None,
+        Some(d) if d.is_object() => match d.get("cached_tokens") {
+            None | Some(Value::Null) => None,
+            Some(n) => match n.as_u64() {
+                Some(c) if c <= MAX_PLAUSIBLE_TOKENS => Some(c),
+                _ => {
+                    return Err(ClientError::Malformed(format!(
+                        "usage.prompt_tokens_details.cached_tokens is not a plausible token count: {}",
+                        short(n)
+                    )));
+                }
+            },
+        },
+        Some(d) => {
+            return Err(ClientError::Malformed(format!("usage.prompt_tokens_details is not an object: {}", short(d))));
+        }
+    };
+    Ok(Some(Usage {
+        prompt_tokens: count("prompt_tokens")?,
+        completion_tokens: count("completion_tokens")?,
+        cached_tokens,
+    }))
 }
 
 /// llama.cpp reports `timings` at the top level; some engines nest them under `usage`.
 fn timings(v: &Value) -> Option<Value> {
     v.get("timings").or_else(|| v.get("usage").and_then(|u| u.get("timings"))).filter(|t| t.is_object()).cloned()
+}
+
+/// The server's timings in one shape, from wherever its engine puts them (docs/dialects.md): llama.cpp's `timings`
+/// (top level, or under `usage`), vLLM's per-request `metrics` (§1.8), mistral.rs's seconds in `usage` (§5.8).
+/// Lenient: a number that is missing, negative or not finite is left out, never an error (field sets differ by
+/// build; these are reported, not checked).
+fn normalised_timings(v: &Value) -> Option<ServerTimings> {
+    let num = |o: &Value, k: &str| o.get(k).and_then(Value::as_f64).filter(|x| x.is_finite() && *x >= 0.0);
+    let count = |o: &Value, k: &str| o.get(k).and_then(Value::as_u64).filter(|n| *n <= MAX_PLAUSIBLE_TOKENS);
+    if let Some(t) = timings(v) {
+        let t = &t;
+        return Some(ServerTimings {
+            source: TimingSource::LlamaCpp,
+            prompt_tokens: count(t, "prompt_n"),
+            prompt_ms: num(t, "prompt_ms"),
+            predicted_tokens: count(t, "predicted_n"),
+            predicted_ms: num(t, "predicted_ms"),
+            predicted_per_second: num(t, "predicted_per_second"),
+            cache_tokens: count(t, "cache_n"),
+        });
+    }
+    if let Some(m) = v.get("metrics").filter(|m| m.is_object()) {
+        return Some(ServerTimings {
+            source: TimingSource::Vllm,
+            prompt_ms: num(m, "time_to_first_token_ms"),
+            predicted_ms: num(m, "generation_time_ms"),
+            predicted_per_second: num(m, "tokens_per_second"),
+            ..ServerTimings::default()
+        });
+    }
+    let u = v.get("usage").filter(|u| u.get("total_completion_time_sec").is_some())?;
+    let ms = |k: &str| num(u, k).map(|s| s * 1000.0);
+    Some(ServerTimings {
+        source: TimingSource::MistralRs,
+        prompt_tokens: count(u, "prompt_tokens"),
+        prompt_ms: ms("total_prompt_time_sec"),
+        predicted_tokens: count(u, "completion_tokens"),
+        predicted_ms: ms("total_completion_time_sec"),
+        predicted_per_second: num(u, "avg_compl_tok_per_sec"),
+        cache_tokens: None,
+    })
+}
+
+/// The message of an error object in any of the engines' shapes (docs/dialects.md §0, "Error envelope"): nested
+/// `{"error":{"message"}}`, flat `{"object":"error","message"}`, TGI's `{"error":"…"}`, mistral.rs's `{"message"}`.
+pub fn error_message(v: &Value) -> Option<String> {
+    let e = v.get("error").unwrap_or(v);
+    let m = match e {
+        Value::String(s) => Some(s.as_str()),
+        Value::Object(_) => e.get("message").and_then(Value::as_str),
+        _ => None,
+    }
+    .or_else(|| v.get("message").and_then(Value::as_str))?;
+    Some(preview(m))
 }
 
 fn short(v: &Value) -> String {
@@ -116,6 +204,122 @@ pub struct StreamAssembler {
     done: bool,
     events: usize,
     tokens: TokenCollector,
+    calls: ToolCallAssembler,
+}
+
+/// The most tool calls one streamed answer may make.
+const MAX_STREAMED_CALLS: usize = 64;
+/// The most bytes of arguments one streamed tool call may carry.
+const MAX_CALL_ARGUMENTS: usize = 1 << 20;
+
+/// Streamed tool calls put back together: fragments are keyed by `index`; the first of a call carries its `id` and
+/// `function.name`, later ones pieces of `function.arguments` (vLLM, SGLang, TRT-LLM, llama.cpp), or every fragment
+/// repeats the id (TGI), or a call arrives whole in one fragment (Ollama, mistral.rs). Shapes in docs/dialects.md
+/// §1.6, §2.6, §3.6, §4.6, §5.6, §6.6.
+#[derive(Debug, Default)]
+struct ToolCallAssembler {
+    calls: Vec<PartialCall>,
+}
+
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: String,
+    seen: bool,
+}
+
+impl ToolCallAssembler {
+    fn add(&mut self, fragments: &Value) -> Result<(), ClientError> {
+        let bad = |m: String| Err(ClientError::Malformed(format!("streamed tool call: {m}")));
+        let Some(list) = fragments.as_array() else {
+            return bad(format!("delta.tool_calls is not an array: {}", short(fragments)));
+        };
+        for (pos, f) in list.iter().enumerate() {
+            if !f.is_object() {
+                return bad(format!("fragment {pos} is not an object: {}", short(f)));
+            }
+            let index = match f.get("index") {
+                None | Some(Value::Null) => pos,
+                Some(i) => match i.as_u64() {
+                    Some(i) if (i as usize) < MAX_STREAMED_CALLS => i as usize,
+                    _ => return bad(format!("index {} is not within 0..{MAX_STREAMED_CALLS}", short(i))),
+                },
+            };
+            if index >= self.calls.len() {
+                self.calls.resize_with(index + 1, PartialCall::default);
+            }
+            let call = &mut self.calls[index];
+            call.seen = true;
+            match f.get("id") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(id)) => match &call.id {
+                    Some(had) if had != id => {
+                        return bad(format!(
+                            "call {index} changed its id from `{}` to `{}`",
+                            preview(had),
+                            preview(id)
+                        ));
+                    }
+                    Some(_) => {}
+                    None => call.id = Some(id.clone()),
+                },
+                Some(other) => return bad(format!("call {index}: id is not a string: {}", short(other))),
+            }
+            let function = match f.get("function") {
+                None | Some(Value::Null) => continue,
+                Some(function) if function.is_object() => function,
+                Some(other) => return bad(format!("call {index}: function is not an object: {}", short(other))),
+            };
+            match function.get("name") {
+                None | Some(Value::Null) => {}
+                // Some servers send the name again (or empty) on later fragments: only a different name is wrong.
+                Some(Value::String(n)) if n.is_empty() => {}
+                Some(Value::String(n)) => match &call.name {
+                    Some(had) if had != n => {
+                        return bad(format!(
+                            "call {index} changed its name from `{}` to `{}`",
+                            preview(had),
+                            preview(n)
+                        ));
+                    }
+                    Some(_) => {}
+                    None => call.name = Some(n.clone()),
+                },
+                Some(other) => return bad(format!("call {index}: function.name is not a string: {}", short(other))),
+            }
+            match function.get("arguments") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(piece)) => {
+                    if call.arguments.len() + piece.len() > MAX_CALL_ARGUMENTS {
+                        return bad(format!("call {index}: arguments longer than {MAX_CALL_ARGUMENTS} bytes"));
+                    }
+                    call.arguments.push_str(piece);
+                }
+                Some(other) => {
+                    return bad(format!("call {index}: function.arguments is not a string: {}", short(other)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The calls in index order, as a non-streamed answer gives them; a call without a name, or an index no
+    /// fragment had, is an error.
+    fn finish(self) -> Result<Vec<ToolCall>, ClientError> {
+        self.calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let missing = |what: &str| ClientError::Malformed(format!("streamed tool call {i}: {what}"));
+                if !c.seen {
+                    return Err(missing("no fragment had this index (the indexes have a gap)"));
+                }
+                let name = c.name.ok_or_else(|| missing("no fragment named its function"))?;
+                Ok(ToolCall { name, arguments: Value::String(c.arguments) })
+            })
+            .collect()
+    }
 }
 
 /// Longest single SSE line we buffer while waiting for its newline.
@@ -174,7 +378,8 @@ impl StreamAssembler {
         })?;
         self.events += 1;
         if let Some(err) = chunk.get("error") {
-            return Err(ClientError::Malformed(format!("server sent an error event: {}", short(err))));
+            let said = error_message(&chunk).unwrap_or_else(|| short(err));
+            return Err(ClientError::Malformed(format!("server sent an error event: {said}")));
         }
         if let Some(u) = usage(&chunk)? {
             self.answer.usage = Some(u);
@@ -182,15 +387,18 @@ impl StreamAssembler {
         if let Some(t) = timings(&chunk) {
             self.answer.server_timings = Some(t);
         }
+        if let Some(t) = normalised_timings(&chunk) {
+            self.answer.timings = Some(t);
+        }
         let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
             // The usage-only chunk at the end has an empty choices list.
             return Ok(());
         };
         let delta = choice.get("delta").unwrap_or(&Value::Null);
         let content = opt_str(delta, "content", "delta.content")?;
-        let reasoning = opt_str(delta, "reasoning_content", "delta.reasoning_content")?;
-        if delta.get("tool_calls").is_some_and(|c| !c.is_null()) {
-            return Err(ClientError::Malformed("streamed tool calls are not reassembled".into()));
+        let reasoning = reasoning(delta, "delta")?;
+        if let Some(fragments) = delta.get("tool_calls").filter(|c| !c.is_null()) {
+            self.calls.add(fragments)?;
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             self.answer.finish_reason = Some(reason.to_owned());
@@ -215,6 +423,7 @@ impl StreamAssembler {
             }
         }
         self.answer.tokens = self.tokens.finish(false);
+        self.answer.tool_calls = self.calls.finish()?;
         Ok(self.answer)
     }
 }
@@ -379,6 +588,134 @@ mod tests {
         let v = json!({"choices": [{"message": {"content": "x"},
             "logprobs": {"content": [{"id": 3, "token": "x", "logprob": -0.1}]}}]});
         assert_eq!(parse_completion(&v).unwrap().tokens.unwrap().items[0].id, Some(3));
+    }
+
+    #[test]
+    fn reasoning_is_read_under_both_names_cached_tokens_and_timings_normalised() {
+        let v = json!({"choices": [{"message": {"content": "x", "reasoning": "thought"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 4}},
+            "timings": {"prompt_n": 1, "prompt_ms": 2.5, "predicted_n": 1, "predicted_ms": 10.0,
+                "predicted_per_second": 100.0, "cache_n": 4}});
+        let a = parse_completion(&v).unwrap();
+        assert_eq!(a.reasoning, "thought");
+        assert_eq!(a.usage.unwrap().cached_tokens, Some(4));
+        let t = a.timings.unwrap();
+        assert_eq!((t.source, t.prompt_tokens, t.cache_tokens), (TimingSource::LlamaCpp, Some(1), Some(4)));
+        assert_eq!((t.prompt_ms, t.predicted_ms, t.predicted_per_second), (Some(2.5), Some(10.0), Some(100.0)));
+        // vLLM's transition builds send both names, one a copy of the other.
+        let both = json!({"choices": [{"message": {"content": "", "reasoning_content": "a", "reasoning": "a"}}]});
+        assert_eq!(parse_completion(&both).unwrap().reasoning, "a");
+        // mistral.rs puts its seconds in `usage`, vLLM its per-request metrics beside it.
+        let m = json!({"choices": [{"message": {"content": "x"}}], "usage": {"prompt_tokens": 3,
+            "completion_tokens": 2, "total_prompt_time_sec": 0.5, "total_completion_time_sec": 0.25,
+            "avg_compl_tok_per_sec": 8.0}});
+        let t = parse_completion(&m).unwrap().timings.unwrap();
+        assert_eq!((t.source, t.prompt_ms, t.predicted_ms), (TimingSource::MistralRs, Some(500.0), Some(250.0)));
+        let m = json!({"choices": [{"message": {"content": "x"}}], "metrics": {"generation_time_ms": 7.0,
+            "tokens_per_second": "fast"}});
+        let t = parse_completion(&m).unwrap().timings.unwrap();
+        assert_eq!((t.source, t.predicted_ms, t.predicted_per_second), (TimingSource::Vllm, Some(7.0), None));
+        let bad = json!({"choices": [{"message": {"content": "x"}}],
+            "usage": {"prompt_tokens_details": {"cached_tokens": -1}}});
+        assert!(parse_completion(&bad).unwrap_err().to_string().contains("cached_tokens"));
+        let bad = json!({"choices": [{"message": {"content": "x", "reasoning": 3}}]});
+        assert!(parse_completion(&bad).unwrap_err().to_string().contains("message.reasoning is not a string"));
+    }
+
+    fn delta_event(delta: Value) -> String {
+        format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta}]}))
+    }
+
+    #[test]
+    fn streamed_tool_calls_are_reassembled_like_a_non_streamed_answer() {
+        // vLLM/SGLang style: id and name first, then argument pieces; two calls interleaved by index.
+        let a = feed_all(&[
+            &delta_event(json!({"role": "assistant", "reasoning": "need weather"})),
+            &delta_event(json!({"tool_calls": [{"index": 0, "id": "c0", "type": "function",
+                "function": {"name": "get_weather", "arguments": ""}}]})),
+            &delta_event(json!({"tool_calls": [{"index": 1, "id": "c1", "function": {"name": "get_time"}}]})),
+            &delta_event(json!({"tool_calls": [{"index": 0, "id": null, "function": {"name": null,
+                "arguments": "{\"city\": \"Lis"}}]})),
+            &delta_event(json!({"tool_calls": [{"index": 1, "function": {"arguments": "{}"}}]})),
+            &delta_event(json!({"tool_calls": [{"index": 0, "function": {"arguments": "bon\"}"}}]})),
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+        ])
+        .unwrap();
+        let v = json!({"choices": [{"finish_reason": "tool_calls", "message": {"reasoning": "need weather",
+            "tool_calls": [{"id": "c0", "function": {"name": "get_weather", "arguments": "{\"city\": \"Lisbon\"}"}},
+                           {"id": "c1", "function": {"name": "get_time", "arguments": "{}"}}]}}]});
+        let whole = parse_completion(&v).unwrap();
+        assert_eq!(a.tool_calls, whole.tool_calls);
+        assert_eq!((a.reasoning.as_str(), a.finish_reason.as_deref()), ("need weather", Some("tool_calls")));
+        // TGI repeats id and type on every fragment; Ollama sends a call whole.
+        let tgi = feed_all(&[
+            &delta_event(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{"}}]})),
+            &delta_event(json!({"role": "assistant", "tool_calls": [{"index": 0, "id": "0", "type": "function",
+                "function": {"name": null, "arguments": "\"city\":\"Lisbon\"}"}}]})),
+            "data: [DONE]\n\n",
+        ])
+        .unwrap();
+        assert_eq!(tgi.tool_calls[0].arguments, json!("{\"city\":\"Lisbon\"}"));
+        let ollama = feed_all(&[
+            &delta_event(json!({"content": "", "tool_calls": [{"id": "call_x", "index": 0, "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\":\"Lisbon\"}"}}]})),
+            "data: [DONE]\n\n",
+        ])
+        .unwrap();
+        assert_eq!(ollama.tool_calls, tgi.tool_calls);
+    }
+
+    #[test]
+    fn malformed_tool_call_fragments_are_errors_never_panics() {
+        let one = |fragments: Value| {
+            feed_all(&[&delta_event(json!({"tool_calls": fragments})), "data: [DONE]\n\n"]).unwrap_err().to_string()
+        };
+        for (fragments, want) in [
+            (json!({"index": 0}), "not an array"),
+            (json!([5]), "not an object"),
+            (json!([{"index": -1, "function": {"name": "f"}}]), "is not within"),
+            (json!([{"index": 1_000_000_000u64, "function": {"name": "f"}}]), "is not within"),
+            (json!([{"index": 0, "id": 7, "function": {"name": "f"}}]), "id is not a string"),
+            (json!([{"index": 0, "function": "f"}]), "function is not an object"),
+            (json!([{"index": 0, "function": {"name": 1}}]), "name is not a string"),
+            (json!([{"index": 0, "function": {"name": "f", "arguments": {"a": 1}}}]), "arguments is not a string"),
+            (json!([{"index": 0, "function": {"arguments": "{}"}}]), "no fragment named its function"),
+            (json!([{"index": 1, "function": {"name": "f"}}]), "gap"),
+            (
+                json!([{"index": 0, "function": {"name": "f"}}, {"index": 0, "function": {"name": "g"}}]),
+                "changed its name",
+            ),
+            (json!([{"index": 0, "id": "a", "function": {"name": "f"}}, {"index": 0, "id": "b"}]), "changed its id"),
+        ] {
+            let e = one(fragments.clone());
+            assert!(e.contains(want), "{fragments} → {e}");
+        }
+        // Arguments are bounded, however they are cut.
+        let piece = "x".repeat(MAX_CALL_ARGUMENTS / 2 + 1);
+        let e = feed_all(&[
+            &delta_event(json!({"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": piece}}]})),
+            &delta_event(json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]})),
+            "data: [DONE]\n\n",
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("arguments longer than"), "{e}");
+    }
+
+    #[test]
+    fn error_messages_are_read_from_every_engine_s_envelope() {
+        for v in [
+            json!({"error": {"message": "boom", "type": "BadRequestError", "code": 400}}),
+            json!({"object": "error", "message": "boom", "type": "BadRequestError", "code": 400}),
+            json!({"error": "boom", "error_type": "validation"}),
+            json!({"message": "boom"}),
+            json!({"error": {"message": "boom", "http_status_code": 422}}),
+        ] {
+            assert_eq!(error_message(&v).as_deref(), Some("boom"), "{v}");
+        }
+        let e =
+            feed_all(&["data: {\"error\":{\"message\":\"out of memory\",\"http_status_code\":422}}\n\n"]).unwrap_err();
+        assert!(e.to_string().contains("error event: out of memory"), "{e}");
     }
 
     #[test]

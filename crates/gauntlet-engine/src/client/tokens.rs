@@ -18,6 +18,44 @@ pub struct TokenDialect {
     pub ids: IdsAt,
     /// The request field that makes one request skip the prompt cache, where the engine has one.
     pub cache_off: Option<(&'static str, &'static str)>,
+    /// How a request turns the model's thinking on or off.
+    pub thinking: Thinking,
+}
+
+/// The thinking switch of one engine (docs/dialects.md §1.5, §2.5, §3.5, §4.5, §5.5, §6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// `chat_template_kwargs.enable_thinking: bool` (llama.cpp, vLLM, SGLang, TensorRT-LLM).
+    TemplateKwarg,
+    /// Top-level `enable_thinking: bool` (mistral.rs; 0.8.1 has no `chat_template_kwargs`).
+    TopLevel,
+    /// `reasoning_effort: "none"` turns it off; on is the model's default, so nothing is sent (Ollama's `/v1`: any
+    /// other effort is a 400 on a model without thinking).
+    EffortNone,
+    /// No switch: nothing is sent (TGI).
+    Absent,
+}
+
+impl Thinking {
+    /// Adds the switch for `on` to a chat request body (an object; anything else is left alone).
+    pub fn apply(self, body: &mut Value, on: bool) {
+        let Value::Object(m) = body else { return };
+        match self {
+            Thinking::TemplateKwarg => {
+                let kwargs = m.entry("chat_template_kwargs").or_insert_with(|| json!({}));
+                if let Value::Object(k) = kwargs {
+                    k.insert("enable_thinking".into(), json!(on));
+                }
+            }
+            Thinking::TopLevel => {
+                m.insert("enable_thinking".into(), json!(on));
+            }
+            Thinking::EffortNone if !on => {
+                m.insert("reasoning_effort".into(), json!("none"));
+            }
+            Thinking::EffortNone | Thinking::Absent => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +76,7 @@ pub const TOKEN_DIALECTS: &[TokenDialect] = &[
         request: &[("logprobs", "true"), ("top_logprobs", "5")],
         ids: IdsAt::LogprobEntries,
         cache_off: Some(("cache_prompt", "false")),
+        thinking: Thinking::TemplateKwarg,
     },
     TokenDialect {
         engine: "vllm",
@@ -45,18 +84,46 @@ pub const TOKEN_DIALECTS: &[TokenDialect] = &[
         ids: IdsAt::ChoiceTokenIds,
         // A salt no earlier request used: the prefix cache cannot hit.
         cache_off: Some(("cache_salt", "\"gauntlet-cold\"")),
+        thinking: Thinking::TemplateKwarg,
     },
     TokenDialect {
         engine: "sglang",
         request: &[("logprobs", "true"), ("top_logprobs", "5")],
         ids: IdsAt::Nowhere,
         cache_off: None,
+        thinking: Thinking::TemplateKwarg,
     },
     TokenDialect {
         engine: "ollama",
         request: &[("logprobs", "true"), ("top_logprobs", "5")],
         ids: IdsAt::Nowhere,
         cache_off: None,
+        thinking: Thinking::EffortNone,
+    },
+    // Chat logprobs carry token texts only; ids need the native `/generate` (docs/dialects.md §3.7).
+    TokenDialect {
+        engine: "tgi",
+        request: &[("logprobs", "true"), ("top_logprobs", "5")],
+        ids: IdsAt::Nowhere,
+        cache_off: None,
+        thinking: Thinking::Absent,
+    },
+    // `top_logprobs` needs `gather_generation_logits` on the TensorRT backend, and an unknown field is a 400
+    // (docs/dialects.md §6.3, §6.7): only `logprobs` is asked.
+    TokenDialect {
+        engine: "trtllm",
+        request: &[("logprobs", "true")],
+        ids: IdsAt::Nowhere,
+        cache_off: None,
+        thinking: Thinking::TemplateKwarg,
+    },
+    // Streamed logprobs are one bare entry per chunk, not `content` (docs/dialects.md §5.7): read as none.
+    TokenDialect {
+        engine: "mistralrs",
+        request: &[("logprobs", "true"), ("top_logprobs", "5")],
+        ids: IdsAt::Nowhere,
+        cache_off: None,
+        thinking: Thinking::TopLevel,
     },
 ];
 
@@ -67,6 +134,11 @@ impl TokenDialect {
 
     pub fn for_engine(name: &str) -> Option<&'static TokenDialect> {
         TOKEN_DIALECTS.iter().find(|d| d.engine == name)
+    }
+
+    /// The dialect a profile names (the manifest accepts only [`crate::manifest::DIALECTS`], this table's engines).
+    pub fn of(profile: &crate::manifest::Profile) -> &'static TokenDialect {
+        TokenDialect::for_engine(&profile.dialect).unwrap_or_else(TokenDialect::default_engine)
     }
 
     /// Adds this engine's token fields to a chat request body (an object; anything else is left alone).
@@ -216,6 +288,36 @@ fn malformed(what: &str, v: &Value) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_manifest_accepts_exactly_this_table_s_engines() {
+        let engines: Vec<&str> = TOKEN_DIALECTS.iter().map(|d| d.engine).collect();
+        assert_eq!(engines, crate::manifest::DIALECTS);
+    }
+
+    #[test]
+    fn each_engine_s_thinking_switch() {
+        let on_off = |engine: &str| {
+            let t = TokenDialect::for_engine(engine).unwrap().thinking;
+            let (mut on, mut off) = (json!({"chat_template_kwargs": {"keep": 1}}), json!({}));
+            t.apply(&mut on, true);
+            t.apply(&mut off, false);
+            (on, off)
+        };
+        for engine in ["llama.cpp", "vllm", "sglang", "trtllm"] {
+            let (on, off) = on_off(engine);
+            assert_eq!(on, json!({"chat_template_kwargs": {"keep": 1, "enable_thinking": true}}), "{engine}");
+            assert_eq!(off, json!({"chat_template_kwargs": {"enable_thinking": false}}), "{engine}");
+        }
+        // Ollama: `none` is off, on is the model's default; TGI has no switch; mistral.rs 0.8.1 reads it top-level.
+        assert_eq!(
+            on_off("ollama"),
+            (json!({"chat_template_kwargs": {"keep": 1}}), json!({"reasoning_effort": "none"}))
+        );
+        assert_eq!(on_off("tgi"), (json!({"chat_template_kwargs": {"keep": 1}}), json!({})));
+        let (on, off) = on_off("mistralrs");
+        assert_eq!((on["enable_thinking"].clone(), off), (json!(true), json!({"enable_thinking": false})));
+    }
 
     #[test]
     fn every_dialect_field_is_json_and_llama_cpp_is_the_default() {

@@ -38,6 +38,10 @@ pub struct Manifest {
     pub warnings: Vec<String>,
 }
 
+/// The wire dialects a profile may name, the default first: the engines of the client's `TOKEN_DIALECTS` table (a
+/// client test keeps the two equal; the client sits above the manifest, so the names are listed here).
+pub const DIALECTS: &[&str] = &["llama.cpp", "vllm", "sglang", "ollama", "tgi", "trtllm", "mistralrs"];
+
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
@@ -65,6 +69,11 @@ pub struct Profile {
     pub bench: gauntlet_schema::bench::Workload,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
+    /// The server's wire dialect (`dialect = "vllm"`; `llama.cpp` when not told), one of [`DIALECTS`]: its thinking
+    /// switch and token fields (the client's `TokenDialect::of`).
+    pub dialect: String,
+    /// `extra_body`: fields merged into every request of this profile (a case's own `extra_body` wins).
+    pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
     missing: Vec<String>,
 }
@@ -404,6 +413,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "runner",
             "qualify",
             "bench",
+            "dialect",
+            "extra_body",
         ],
     );
     let errors_before = p.errors.len();
@@ -593,6 +604,19 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             thresholds.load_ratio_warn = x;
         }
     }
+    let dialect = r.string(p, "dialect").unwrap_or_else(|| DIALECTS[0].to_owned());
+    if !DIALECTS.contains(&dialect.as_str()) {
+        p.error(&r.at("dialect"), format!("unknown dialect `{dialect}` (known: {})", DIALECTS.join(", ")));
+    }
+    let extra_body = match r.table_of(p, "extra_body") {
+        None => serde_json::Map::new(),
+        Some(t) => crate::suite::extra_body(t, &r.at("extra_body")).unwrap_or_else(|problems| {
+            for problem in problems {
+                p.errors.push(problem);
+            }
+            serde_json::Map::new()
+        }),
+    };
     let bench = super::qualify::read_bench_workload(p, &r, root);
     let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
     qualify.monitor.require_rss = !attach;
@@ -617,6 +641,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         qualify,
         bench,
         features: declared,
+        dialect,
+        extra_body,
         missing,
     })
 }

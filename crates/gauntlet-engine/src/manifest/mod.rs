@@ -11,7 +11,7 @@ pub use device::Device;
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{
-    AttachSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
+    AttachSpec, DIALECTS, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
 pub use qualify::{
     DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, read_corpus, workload_problem,

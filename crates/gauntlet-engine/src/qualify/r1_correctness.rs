@@ -12,7 +12,7 @@ pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
     let mut cases: Vec<gauntlet_schema::CaseRecord> = Vec::new();
     let mut failures = Vec::new();
     for case in &profile.suite.cases {
-        let mut record = crate::run::new_case_record(case, &profile.request_model);
+        let mut record = crate::run::new_case_record(case, profile);
         let source = case.repeat_of.as_ref().and_then(|src| cases.iter().find(|c| &c.id == src));
         let source_text = source.and_then(|c| c.observed.clone());
         let source_tokens = source.and_then(|c| c.answer.as_ref()?.tokens.clone());

@@ -95,7 +95,7 @@ fn row(row: MatrixRow, what: &str, comparisons: Vec<Comparison>, not_run: Option
 
 /// The request R3 sends for a case: not streamed, asking for tokens.
 fn body(case: &Case, profile: &Profile, dialect: &TokenDialect) -> Value {
-    let mut b = case.request_body(&profile.request_model);
+    let mut b = crate::run::case_request(case, profile);
     if let Value::Object(m) = &mut b {
         m.insert("stream".into(), json!(false));
         m.remove("stream_options");
@@ -115,8 +115,8 @@ fn streamed(mut b: Value) -> Value {
 pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Restart<'_>) -> Outcome {
     let n = profile.qualify.max_concurrency;
     let dir = restart.dir.to_path_buf();
-    let dialect = TokenDialect::default_engine();
-    // Tool calls cannot be streamed, and a repeat case is its source's request again.
+    let dialect = TokenDialect::of(profile);
+    // Tool calls are left out (their arguments are not token-compared), and a repeat case is its source's request again.
     let cases: Vec<&Case> = profile.suite.cases.iter().filter(|c| c.tools.is_none() && c.repeat_of.is_none()).collect();
     let mut rows: Vec<(MatrixRow, Vec<Comparison>)> = MatrixRow::ALL.iter().map(|r| (*r, Vec::new())).collect();
     let mut push = |r: MatrixRow, c: Comparison| {

@@ -77,6 +77,7 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
             text(&detail(c)),
         );
     }
+    server_timings(&mut s, run);
     if !run.server.log_tail.is_empty() {
         s.push_str("\n## Server log (last lines)\n\n```text\n");
         for line in &run.server.log_tail {
@@ -86,6 +87,44 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         s.push_str("```\n");
     }
     s
+}
+
+/// What the server said about its own time per case (`answer.timings`, normalised from each engine's fields) and
+/// the prompt tokens it took from its cache (`usage.prompt_tokens_details.cached_tokens`, or llama.cpp's `cache_n`).
+/// Left out when no answer carried either.
+fn server_timings(s: &mut String, run: &RunRecord) {
+    let rows: Vec<_> = run
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let a = c.answer.as_ref()?;
+            let cached = a.usage.and_then(|u| u.cached_tokens).or(a.timings.and_then(|t| t.cache_tokens));
+            (a.timings.is_some() || cached.is_some()).then_some((c, a.timings, cached))
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    s.push_str(
+        "\n## Server timings\n\n| case | reported by | prompt tokens | prompt ms | cached tokens | predicted tokens | \
+         predicted ms | tok/s |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let n = |v: Option<u64>| v.map_or_else(|| "—".into(), |v| v.to_string());
+    let f = |v: Option<f64>, digits: usize| v.map_or_else(|| "—".into(), |v| format!("{v:.digits$}"));
+    for (c, t, cached) in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            text(&c.id),
+            t.map_or("usage", |t| t.source.as_str()),
+            n(t.and_then(|t| t.prompt_tokens)),
+            f(t.and_then(|t| t.prompt_ms), 1),
+            n(cached),
+            n(t.and_then(|t| t.predicted_tokens)),
+            f(t.and_then(|t| t.predicted_ms), 1),
+            f(t.and_then(|t| t.predicted_per_second), 1),
+        );
+    }
 }
 
 /// The model as the identity's recipe names it: a spawned server's model file and digest, or the name an

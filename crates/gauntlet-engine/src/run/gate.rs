@@ -71,7 +71,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     // a gate's own time goes (scripts/bench-gate-overhead.sh).
     session.life.event("suite-started", format!("{total} case(s)"));
     for (index, case) in profile.suite.cases.iter().enumerate() {
-        let mut record = new_case_record(case, &profile.request_model);
+        let mut record = new_case_record(case, profile);
         let source_observed =
             case.repeat_of.as_ref().map(|src| cases.iter().find(|c| &c.id == src).and_then(|c| c.observed.clone()));
         let now = Instant::now();
@@ -221,11 +221,20 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     Ok(record)
 }
 
+/// The request a case sends in the profile's dialect: the case's body with the extras merged, then the engine's
+/// thinking switch (last, so that an `extra_body` cannot undo the case's `thinking`), then its token fields.
+pub(crate) fn case_request(case: &Case, profile: &Profile) -> serde_json::Value {
+    let dialect = TokenDialect::of(profile);
+    let mut request = case.request_body(&profile.request_model, &profile.extra_body);
+    dialect.thinking.apply(&mut request, case.thinking);
+    dialect.ask_for_tokens(&mut request);
+    request
+}
+
 /// A case's record before it is asked: skipped until [`answer_case`] says otherwise. The request asks for token ids
 /// and alternatives, so that a changed answer can be traced to the token where it turned.
-pub(crate) fn new_case_record(case: &Case, request_model: &str) -> CaseRecord {
-    let mut request = case.request_body(request_model);
-    TokenDialect::default_engine().ask_for_tokens(&mut request);
+pub(crate) fn new_case_record(case: &Case, profile: &Profile) -> CaseRecord {
+    let request = case_request(case, profile);
     CaseRecord {
         id: case.id.clone(),
         status: CaseStatus::Skipped,

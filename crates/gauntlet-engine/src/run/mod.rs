@@ -15,5 +15,5 @@ pub use bench::{
 };
 pub(crate) use bench::{assess, level, measure, to_timeline};
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
-pub(crate) use gate::{answer_case, new_case_record};
+pub(crate) use gate::{answer_case, case_request, new_case_record};
 pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};

@@ -52,6 +52,8 @@ struct CaseFile {
     #[serde(default)]
     repeat_of: Option<String>,
     #[serde(default)]
+    extra_body: Option<toml::Table>,
+    #[serde(default)]
     check: Check,
 }
 
@@ -126,12 +128,60 @@ pub struct Case {
     pub thinking: bool,
     pub tools: Option<Value>,
     pub repeat_of: Option<String>,
+    /// Fields merged into this case's request, over the profile's `extra_body` (a case's key wins).
+    pub extra_body: Map<String, Value>,
     pub check: Check,
 }
 
+/// Request fields gauntlet sets itself: an `extra_body` (profile or case) may not hold them, since a run's record,
+/// checks and comparisons rely on their values.
+pub const OWNED_REQUEST_KEYS: &[&str] = &[
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "temperature",
+    "tools",
+    "logprobs",
+    "top_logprobs",
+];
+
+/// An `extra_body` table as JSON, or what is wrong with it (each problem names its key under `at`).
+pub fn extra_body(table: &toml::Table, at: &str) -> Result<Map<String, Value>, Vec<String>> {
+    let owned: Vec<String> = table
+        .keys()
+        .filter(|k| OWNED_REQUEST_KEYS.contains(&k.as_str()))
+        .map(|k| format!("{at}.{k}: gauntlet sets this request field itself; it cannot come from extra_body"))
+        .collect();
+    if !owned.is_empty() {
+        return Err(owned);
+    }
+    match serde_json::to_value(table) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(vec![format!("{at}: expected a table")]),
+        Err(e) => Err(vec![format!("{at}: {e}")]),
+    }
+}
+
+/// Merges `extra` into `body`: a table meets a table key by key (so `chat_template_kwargs` keeps the thinking
+/// switch beside the extra keys), anything else is replaced.
+fn merge(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        match (body.get_mut(k), v) {
+            (Some(Value::Object(have)), Value::Object(add)) => merge(have, add),
+            _ => {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
 impl Case {
-    /// The OpenAI-compatible request body, greedy. `model` is the name the server is asked for.
-    pub fn request_body(&self, model: &str) -> Value {
+    /// The OpenAI-compatible request body, greedy: `model` is the name the server is asked for; the profile's
+    /// `extra_body`, then the case's, are merged in last (the case wins). The thinking switch is the engine's: the
+    /// caller adds it (the run's `case_request`), after the extras, so that they cannot undo the case's `thinking`.
+    pub fn request_body(&self, model: &str, profile_extra: &Map<String, Value>) -> Value {
         let mut body = Map::new();
         body.insert("model".into(), json!(model));
         body.insert(
@@ -144,10 +194,11 @@ impl Case {
         if self.stream {
             body.insert("stream_options".into(), json!({"include_usage": true}));
         }
-        body.insert("chat_template_kwargs".into(), json!({"enable_thinking": self.thinking}));
         if let Some(tools) = &self.tools {
             body.insert("tools".into(), tools.clone());
         }
+        merge(&mut body, profile_extra);
+        merge(&mut body, &self.extra_body);
         Value::Object(body)
     }
 }
@@ -182,11 +233,6 @@ impl Suite {
             if cases.iter().any(|o| o.id == c.id) {
                 return Err(invalid(format!("{at}: duplicate id")));
             }
-            if c.stream && c.tools.is_some() {
-                return Err(invalid(format!(
-                    "{at}: `stream` and `tools` together are not supported (streamed tool calls are not reassembled)"
-                )));
-            }
             if let Some(re) = &c.check.regex {
                 regex::RegexBuilder::new(re).build().map_err(|e| invalid(format!("{at}.check.regex: {e}")))?;
             }
@@ -197,9 +243,13 @@ impl Suite {
                 if source.repeat_of.is_some() {
                     return Err(invalid(format!("{at}.repeat_of: `{src}` is itself a repeat")));
                 }
-                if !c.messages.is_empty() || c.generate.is_some() || c.check != Check::default() {
+                if !c.messages.is_empty()
+                    || c.generate.is_some()
+                    || c.check != Check::default()
+                    || c.extra_body.is_some()
+                {
                     return Err(invalid(format!(
-                        "{at}: a repeat re-sends its source; it takes no messages, generate or check"
+                        "{at}: a repeat re-sends its source; it takes no messages, generate, extra_body or check"
                     )));
                 }
                 let mut repeat = source.clone();
@@ -226,6 +276,10 @@ impl Suite {
             if max_tokens == 0 {
                 return Err(invalid(format!("{at}.max_tokens: must be at least 1")));
             }
+            let extra_body = match &c.extra_body {
+                None => Map::new(),
+                Some(t) => extra_body(t, &format!("{at}.extra_body")).map_err(|e| invalid(e.join("; ")))?,
+            };
             let tools = match c.tools {
                 Some(list) => Some(serde_json::to_value(&list).map_err(|e| invalid(format!("{at}.tools: {e}")))?),
                 None => None,
@@ -238,6 +292,7 @@ impl Suite {
                 thinking: c.thinking,
                 tools,
                 repeat_of: None,
+                extra_body,
                 check: c.check,
             });
         }
@@ -250,7 +305,7 @@ impl Suite {
 /// lists equal). Free-form tables (`tools`, `check.json`, `arguments_contain`) are not walked.
 const SUITE_KEYS: &[&str] = &["id", "version", "cases"];
 const CASE_KEYS: &[&str] =
-    &["id", "messages", "max_tokens", "stream", "thinking", "tools", "generate", "repeat_of", "check"];
+    &["id", "messages", "max_tokens", "stream", "thinking", "tools", "generate", "repeat_of", "extra_body", "check"];
 const MESSAGE_KEYS: &[&str] = &["role", "content"];
 const GENERATE_KEYS: &[&str] = &["needle", "lines"];
 const CHECK_KEYS: &[&str] = &[
@@ -332,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn stream_with_tools_is_rejected_at_load() {
+    fn stream_with_tools_is_a_case_and_extra_body_is_checked_at_load() {
         let text = r#"
             id = "t"
             version = 1
@@ -342,9 +397,18 @@ mod tests {
             stream = true
             messages = [{ role = "user", content = "hi" }]
             tools = [{ type = "function", function = { name = "f" } }]
+            extra_body = { seed = 7, chat_template_kwargs = { custom = true } }
         "#;
-        let err = Suite::parse(text, "t.toml").unwrap_err().to_string();
-        assert!(err.contains("streamed tool calls are not reassembled"), "{err}");
+        let s = Suite::parse(text, "t.toml").unwrap();
+        let profile = serde_json::from_value(json!({"seed": 1, "top_k": 1, "chat_template_kwargs": {"p": 1}})).unwrap();
+        let body = s.cases[0].request_body("m", &profile);
+        assert_eq!((body["stream"].clone(), body["tools"][0]["function"]["name"].clone()), (json!(true), json!("f")));
+        assert_eq!((body["seed"].clone(), body["top_k"].clone()), (json!(7), json!(1)), "the case wins");
+        assert_eq!(body["chat_template_kwargs"], json!({"custom": true, "p": 1}), "tables merge key by key");
+        let owned = text.replace("seed = 7", "stream = false, model = \"x\"");
+        let err = Suite::parse(&owned, "t.toml").unwrap_err().to_string();
+        assert!(err.contains("extra_body.model: gauntlet sets this request field itself"), "{err}");
+        assert!(err.contains("extra_body.stream: gauntlet sets"), "{err}");
     }
 
     #[test]
@@ -400,12 +464,10 @@ mod tests {
     fn request_is_greedy_and_carries_thinking_and_usage_options() {
         let s = Suite::embedded_default();
         let streamed = s.cases.iter().find(|c| c.stream).unwrap();
-        let body = streamed.request_body("m");
+        let body = streamed.request_body("m", &Map::new());
         assert_eq!(body["temperature"], 0);
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
-        let thinking = s.cases.iter().find(|c| c.thinking).unwrap();
-        assert_eq!(thinking.request_body("m")["chat_template_kwargs"]["enable_thinking"], true);
     }
 
     #[test]

@@ -4,5 +4,5 @@ mod cases;
 mod checks;
 mod needle;
 
-pub use cases::{Case, Check, Field, Message, Suite, SuiteError, ToolCallCheck};
+pub use cases::{Case, Check, Field, Message, OWNED_REQUEST_KEYS, Suite, SuiteError, ToolCallCheck, extra_body};
 pub use checks::{evaluate, observed_text};

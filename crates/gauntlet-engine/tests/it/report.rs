@@ -15,7 +15,7 @@ fn case(id: &str, status: CaseStatus, content: Option<&str>) -> CaseRecord {
         request: json!({"model": "m"}),
         answer: content.map(|c| Answer {
             content: c.into(),
-            usage: Some(Usage { prompt_tokens: Some(9), completion_tokens: Some(40) }),
+            usage: Some(Usage { prompt_tokens: Some(9), completion_tokens: Some(40), cached_tokens: None }),
             ..Answer::default()
         }),
         error: None,

@@ -130,6 +130,29 @@ fn an_unknown_key_in_a_suite_exits_2_with_its_path() {
     assert!(ran.stderr.contains("cases[0].check.contians: unknown key; did you mean `contains`?"), "{}", ran.explain());
 }
 
+/// `extra_body` may add request fields but not those gauntlet sets itself, and `dialect` names a known engine:
+/// both are manifest errors naming the key.
+#[test]
+fn check_refuses_extra_body_fields_gauntlet_owns_and_unknown_dialects() {
+    let (dir, manifest) = attach_manifest("");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let check = |extra: &str| {
+        std::fs::write(&manifest, format!("{text}{extra}\n")).unwrap();
+        gauntlet(dir.path(), &["check", "--manifest", manifest.to_str().unwrap()], &[], LIMIT)
+    };
+    let ran = check("dialect = \"vllm\"\nextra_body = { seed = 1, chat_template_kwargs = { x = 1 } }");
+    assert_eq!(ran.code, Some(0), "{}", ran.explain());
+    let ran = check("extra_body = { seed = 1, messages = [], stream = true }");
+    assert_eq!(ran.code, Some(2), "{}", ran.explain());
+    for key in ["messages", "stream"] {
+        let want = format!("profiles.p.extra_body.{key}: gauntlet sets this request field itself");
+        assert!(ran.stderr.contains(&want), "{}", ran.explain());
+    }
+    let ran = check("dialect = \"vlm\"");
+    assert_eq!(ran.code, Some(2), "{}", ran.explain());
+    assert!(ran.stderr.contains("profiles.p.dialect: unknown dialect `vlm`"), "{}", ran.explain());
+}
+
 #[test]
 fn check_refuses_impossible_ports_hosts_and_control_characters() {
     let (dir, manifest) = attach_manifest("");

@@ -100,7 +100,7 @@ fn bench_peak_kib(f: &Fixture, out: &str, batches: usize) -> (u64, serde_json::V
     let reps = batches.to_string();
     let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "50", "--warmups", "0"];
     let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
-    cmd.args(args).args(["--repetitions", &reps, "--out", out.to_str().unwrap()]);
+    cmd.args(args).args(["--samples", &reps, "--out", out.to_str().unwrap()]);
     // Output to files: a pipe nobody reads while waiting could fill and stall the bench.
     let log = f.path().join(format!("{}.log", out.file_name().unwrap().to_str().unwrap()));
     let file = std::fs::File::create(&log).unwrap();
