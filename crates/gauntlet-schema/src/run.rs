@@ -15,11 +15,13 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 6;
+/// Version 7 added `server.readiness` (which probe answered, the model discovered) and `runtime.server` (what the
+/// server says about itself); older records read without them.
+pub const RUN_RECORD_VERSION: u32 = 7;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -198,6 +200,19 @@ pub struct ServerRecord {
     /// The last lines of the server's log, kept when the run failed.
     #[serde(default)]
     pub log_tail: Vec<String>,
+    /// How readiness was established (since version 7); None when the server never became ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+/// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when
+/// neither is served; the tiny generation always has to succeed too), and the model name learned from
+/// `/v1/models` when the profile names none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Readiness {
+    pub probe: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovered_model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

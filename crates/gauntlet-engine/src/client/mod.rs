@@ -7,6 +7,6 @@ pub mod tokens;
 pub mod wire;
 
 pub use error::ClientError;
-pub use http::{Client, DEFAULT_MAX_RESPONSE_BYTES};
+pub use http::{Client, DEFAULT_MAX_RESPONSE_BYTES, Described};
 pub use parse::{StreamAssembler, parse_completion};
 pub use tokens::{TOKEN_DIALECTS, TokenDialect};

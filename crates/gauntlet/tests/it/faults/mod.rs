@@ -6,6 +6,7 @@ mod attach;
 mod bench;
 mod bounds;
 mod compare;
+mod engines;
 mod escape;
 mod github;
 mod gpu;
