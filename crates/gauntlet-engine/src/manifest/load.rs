@@ -353,7 +353,9 @@ fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, 
                 p.error(&r.at("hub"), format!("`{}` is not a hub id (ORG/NAME)", id.escape_debug()));
             }
             let revision = r.required_string(p, "revision").unwrap_or_default();
-            if !(7..=64).contains(&revision.len()) || !revision.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if r.has("revision")
+                && (!(7..=64).contains(&revision.len()) || !revision.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
                 p.error(&r.at("revision"), "a pinned revision is a commit hash (7 to 64 hex characters)");
             }
             let spec = ModelSpec {
@@ -423,7 +425,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
         let kind = kind_name.as_deref().and_then(|k| {
             let found = crate::kinds::find(k);
             if found.is_none() && k != "custom" {
-                p.error(&r.at("kind"), crate::util::suggest::unknown_key_message(k, &crate::kinds::names()));
+                p.error(&r.at("kind"), unknown_kind(k));
             }
             found
         });
@@ -535,6 +537,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "api_key_env",
             "request_model",
             "health_path",
+            "kind",
             "parallel",
             "context",
             "suite",
@@ -647,8 +650,19 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     };
     let server_health = match &target {
         Some(Target::Spawn(s)) => servers.get(&s.server_name).map(|d| d.health_path.clone()),
-        _ => None,
+        // An attached server's kind gives its health path (Ollama has none but `/`).
+        Some(Target::Attach(_)) => r.string(p, "kind").and_then(|k| {
+            let found = crate::kinds::find(&k);
+            if found.is_none() && k != "custom" {
+                p.error(&r.at("kind"), unknown_kind(&k));
+            }
+            found.map(|k| k.health_path.to_owned())
+        }),
+        None => None,
     };
+    if !attach && r.has("kind") {
+        p.error(&r.at("kind"), "a started server's kind is `[servers.NAME] kind`");
+    }
     let health_path = r.string(p, "health_path").or(server_health).unwrap_or_else(|| "/health".into());
     if !health_path.starts_with('/') {
         p.error(&r.at("health_path"), "must start with /");
@@ -887,6 +901,10 @@ fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDe
     if let Some(t) = &def.template {
         reserved.extend(t.iter().filter(|a| a.starts_with('-')).map(String::as_str));
     }
+    // So are the kind's slot, context and revision flags: the profile's `parallel` and `context` set them.
+    if let Some(k) = def.kind {
+        reserved.extend(k.parallel.iter().chain(k.context).chain(k.revision).filter(|a| a.starts_with('-')));
+    }
     if let Some(m) = &def.model_flag {
         reserved.push(m);
     }
@@ -954,6 +972,15 @@ fn check_kind(
         if set && fragment.is_empty() && !kind.environment.iter().any(|(_, v)| v.contains(env)) {
             p.error(&r.at(key), format!("server kind `{}` has no way to set it", kind.name));
         }
+    }
+}
+
+/// An unknown `kind`, with the likely one.
+fn unknown_kind(k: &str) -> String {
+    let names = crate::kinds::names();
+    match crate::util::suggest::did_you_mean(k, &names) {
+        Some(near) => format!("unknown kind `{}`; did you mean `{near}`?", k.escape_debug()),
+        None => format!("unknown kind `{}` (kinds: {})", k.escape_debug(), names.join(", ")),
     }
 }
 

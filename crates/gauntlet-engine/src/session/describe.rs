@@ -61,6 +61,12 @@ pub async fn describe(client: &Client, kind: Option<&Kind>, timeout: Duration) -
     Value::Object(out)
 }
 
+/// [`describe`] on a runtime of its own, for a command that has none (`gauntlet init --attach`).
+pub fn describe_blocking(client: &Client, timeout: Duration) -> std::io::Result<Value> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    Ok(rt.block_on(describe(client, None, timeout)))
+}
+
 /// `/api/version` → `api_version`.
 pub fn endpoint_key(path: &str) -> String {
     path.trim_matches('/').replace('/', "_")

@@ -305,6 +305,25 @@ pub fn measuring_runtime() -> tokio::runtime::Runtime {
 
 #[cfg(test)]
 mod tests {
+
+    /// A Hugging Face model folder: the digest is that of the sorted `SHA256  PATH` list of its files (dot entries
+    /// left out), so it follows content and names, not the order files were written in.
+    #[test]
+    fn a_model_directory_digest_is_its_sorted_file_list() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+        std::fs::create_dir_all(dir.path().join(".cache")).unwrap();
+        std::fs::write(dir.path().join("config.json"), b"{}").unwrap();
+        std::fs::write(dir.path().join("sub/model.safetensors"), b"weights").unwrap();
+        std::fs::write(dir.path().join(".cache/lock"), b"ignored").unwrap();
+        let list = format!("{}  config.json\n{}  sub/model.safetensors\n", sha256_hex(b"{}"), sha256_hex(b"weights"));
+        let (digest, files, size) = sha256_dir(dir.path(), home.path()).unwrap();
+        assert_eq!((digest.as_str(), files, size), (sha256_hex(list.as_bytes()).as_str(), 2, 9));
+        std::fs::write(dir.path().join("sub/model.safetensors"), b"weightz").unwrap();
+        assert_ne!(sha256_dir(dir.path(), home.path()).unwrap().0, digest, "a changed file changes the digest");
+    }
+
     use super::*;
 
     #[test]

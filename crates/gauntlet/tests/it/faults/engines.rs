@@ -187,3 +187,59 @@ fn a_kind_template_starts_the_server() {
     assert_eq!(server["parallel"], 2);
     assert_eq!(record["server"]["readiness"]["probe"], "health");
 }
+
+/// `gauntlet init --attach` asks a running server what it is, writes an attach profile with the guessed kind and
+/// the model it serves, which `gauntlet check` accepts, and never overwrites a file.
+#[test]
+fn init_attach_writes_a_manifest_with_the_guessed_kind() {
+    let f = Fixture::new("init-attach");
+    let port = free_port();
+    let server = attached_server(&f, &["--pose", "vllm", "--models", "served/m\"x"], port);
+    let out = f.path().join("init.toml");
+    let url = format!("http://127.0.0.1:{port}");
+    let args = ["init", "--attach", &url, "--out", out.to_str().unwrap()];
+    let first = gauntlet(&args, &[], Duration::from_secs(30));
+    let again = gauntlet(&args, &[], Duration::from_secs(30));
+    stop(server);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("kind = \"vllm\""), "{text}");
+    assert!(text.contains("request_model = \"served/m\\\"x\""), "{text}");
+    assert!(text.contains(&format!("base_url = \"{url}\"")), "{text}");
+    let check = gauntlet(&["check", "--manifest", out.to_str().unwrap()], &[], Duration::from_secs(30));
+    assert_eq!(check.status.code(), Some(0), "{}{text}", String::from_utf8_lossy(&check.stdout));
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("never overwrites"));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), text, "the first file is untouched");
+    assert_no_survivors(&f.tag);
+}
+
+/// `gauntlet init --spawn KIND --model PATH` writes a manifest that starts that engine (from PATH) on the model;
+/// `gauntlet check` accepts it and shows the kind's argv. An unknown kind is bad input.
+#[test]
+fn init_spawn_writes_a_manifest_that_starts_the_kind() {
+    let f = Fixture::new("init-spawn");
+    f.write();
+    let bin = f.path().join("path-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(workspace_bin("gauntlet-fake-server"), bin.join("llama-server")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let model = f.path().join("models/tiny.gguf");
+    let out = f.path().join("spawn.toml");
+    let args = ["init", "--spawn", "llama.cpp", "--model", model.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let made = gauntlet(&args, &[("PATH", &path)], Duration::from_secs(30));
+    assert_eq!(made.status.code(), Some(0), "{}", String::from_utf8_lossy(&made.stderr));
+    let check = gauntlet(&["check", "--manifest", out.to_str().unwrap()], &[("PATH", &path)], Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("spawns llama-server -m {} --host 127.0.0.1 --port 18490", model.display())),
+        "{said}"
+    );
+    let bad = f.path().join("bad.toml");
+    let args = ["init", "--spawn", "vlm", "--model", model.to_str().unwrap(), "--out", bad.to_str().unwrap()];
+    let refused = gauntlet(&args, &[], Duration::from_secs(30));
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("unknown kind `vlm`"));
+    assert!(!bad.exists());
+}
