@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("util", &[]),
     ("suite", &["util"]),
-    ("manifest", &["util", "suite"]),
+    ("kinds", &[]),
+    ("manifest", &["util", "suite", "kinds"]),
     ("identity", &["util", "manifest"]),
     ("store", &["util", "manifest", "identity"]),
     ("sentry", &["util", "manifest"]),
@@ -26,7 +27,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("compare", &[]),
     ("verdict", &["compare"]),
     ("report", &["util"]),
-    ("session", &["util", "suite", "manifest", "identity", "store", "sentry", "server", "client", "build"]),
+    ("session", &["util", "suite", "manifest", "identity", "store", "sentry", "server", "client", "build", "kinds"]),
     (
         "run",
         &[

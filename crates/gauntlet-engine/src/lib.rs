@@ -7,6 +7,7 @@ pub mod client;
 pub mod compare;
 pub mod doctor;
 pub mod identity;
+pub mod kinds;
 #[cfg(test)]
 mod layers;
 pub mod manifest;

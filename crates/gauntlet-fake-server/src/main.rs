@@ -35,6 +35,8 @@
 //!                           (health, models, stream chunks, usage, reasoning, tool calls, errors; see dialect.rs);
 //!                           the faults above do not apply then
 //!
+//! Attached-server modes (`--pose`, `--models`, `--no-health`, `--fault hang-after`): see `attach_modes.rs`.
+//!
 //! A request with `logprobs: true` gets llama.cpp's `logprobs.content` (one token per word: a stable id, the text,
 //! its bytes, a logprob and `top_logprobs` up to `top_logprobs`), streamed or not.
 
@@ -47,10 +49,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+mod attach_modes;
 mod dialect;
 
 #[derive(Default)]
 struct Config {
+    modes: attach_modes::Modes,
     host: String,
     port: u16,
     answers: BTreeMap<String, String>,
@@ -118,6 +122,9 @@ fn parse_args() -> Config {
             "--load-delay-ms" => c.load_delay_ms = val().parse().unwrap_or_else(|_| die("bad --load-delay-ms")),
             "--token-delay-ms" => c.token_delay_ms = val().parse().unwrap_or_else(|_| die("bad --token-delay-ms")),
             "--lifetime-s" => c.lifetime_s = val().parse().unwrap_or_else(|_| die("bad --lifetime-s")),
+            "--pose" | "--models" | "--no-health" => {
+                c.modes.take(&a, &mut val);
+            }
             "--ignore-sigterm" => c.ignore_sigterm = true,
             "--leak-child" => c.leak_child = true,
             "--escape-child" => c.escape_child = true,
@@ -131,7 +138,7 @@ fn parse_args() -> Config {
     c
 }
 
-fn die(msg: &str) -> ! {
+pub(crate) fn die(msg: &str) -> ! {
     eprintln!("fake-server: {msg}");
     std::process::exit(2);
 }
@@ -199,6 +206,7 @@ fn main() {
         std::process::exit(3);
     }
     std::thread::sleep(Duration::from_millis(c.load_delay_ms));
+    c.modes.start();
     let listener = TcpListener::bind((c.host.as_str(), c.port)).unwrap_or_else(|e| die(&format!("bind: {e}")));
     eprintln!("fake-server: listening on {}:{}", c.host, c.port);
     let counters = Arc::new(Counters::default());
@@ -294,12 +302,20 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     let Some(path) = full.strip_prefix(c.prefix.as_str()) else {
         return respond(&mut stream, 404, "application/json", b"{\"error\":\"no such prefix\"}");
     };
+    if attach_modes::hung() {
+        std::thread::sleep(Duration::from_secs(c.lifetime_s));
+        return Ok(());
+    }
     if let Some(d) = c.dialect {
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let last_user = last_user_message(&req);
         let answer = c.answers.iter().find(|(k, _)| last_user.contains(k.as_str())).map_or("ok", |(_, v)| v.as_str());
         let ask = dialect::Ask { path, req: &req, last_user: &last_user, answer, token_delay_ms: c.token_delay_ms };
         return dialect::serve(d, &mut stream, &ask);
+    }
+    let method = request_line.split_whitespace().next().unwrap_or("GET");
+    if let Some((status, answer)) = c.modes.route(method, path, &body) {
+        return respond(&mut stream, status, "application/json", &answer);
     }
     if path == "/health" {
         return respond(&mut stream, 200, "application/json", b"{\"status\":\"ok\"}");
@@ -366,6 +382,11 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         std::process::exit(4);
     }
     match fault {
+        Some("hang-after") => {
+            attach_modes::hang();
+            std::thread::sleep(Duration::from_secs(c.lifetime_s));
+            return Ok(());
+        }
         Some("hang-first-byte") => {
             std::thread::sleep(Duration::from_secs(c.lifetime_s));
             return Ok(());
@@ -479,7 +500,8 @@ fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[u8])
     let reason = if status == 200 { "OK" } else { "Error" };
     write!(
         stream,
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\n{}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        attach_modes::server_header(),
         body.len()
     )?;
     stream.write_all(body)?;

@@ -33,6 +33,8 @@ pub enum FindingKind {
     RequestError,
     /// The suite ran past its budget.
     OverBudget,
+    /// A request timed out and the server then answered neither its health path nor a tiny generation.
+    Hang,
     /// The server ignored SIGTERM and was killed.
     Killed,
     /// The server survived SIGKILL.
@@ -63,6 +65,8 @@ pub enum FindingKind {
     RuntimeDiffers,
     /// The server binary differs from the baseline's: what a gate tests.
     ServerBuildDiffers,
+    /// What an attached server says about itself (engine, version, build, models) differs from the baseline's.
+    ServerChanged,
     /// Decode is slower than the baseline's beyond the warning ratio.
     SlowDecode,
     /// Load is slower than the baseline's beyond the warning ratio.
@@ -96,6 +100,7 @@ impl FindingKind {
         FindingKind::NeverLoaded,
         FindingKind::RequestError,
         FindingKind::OverBudget,
+        FindingKind::Hang,
         FindingKind::Killed,
         FindingKind::Stuck,
         FindingKind::LeftoverProcess,
@@ -111,6 +116,7 @@ impl FindingKind {
         FindingKind::IdentityDiffers,
         FindingKind::RuntimeDiffers,
         FindingKind::ServerBuildDiffers,
+        FindingKind::ServerChanged,
         FindingKind::SlowDecode,
         FindingKind::SlowLoad,
         FindingKind::DecodeNotCompared,
@@ -130,6 +136,7 @@ impl FindingKind {
             FindingKind::NeverLoaded => "never-loaded",
             FindingKind::RequestError => "request-error",
             FindingKind::OverBudget => "over-budget",
+            FindingKind::Hang => "hang",
             FindingKind::Killed => "killed",
             FindingKind::Stuck => "stuck",
             FindingKind::LeftoverProcess => "leftover-process",
@@ -145,6 +152,7 @@ impl FindingKind {
             FindingKind::IdentityDiffers => "identity-differs",
             FindingKind::RuntimeDiffers => "runtime-differs",
             FindingKind::ServerBuildDiffers => "server-build-differs",
+            FindingKind::ServerChanged => "server-changed",
             FindingKind::SlowDecode => "slow-decode",
             FindingKind::SlowLoad => "slow-load",
             FindingKind::DecodeNotCompared => "decode-not-compared",
@@ -166,6 +174,7 @@ impl FindingKind {
             "never-loaded" => FindingKind::NeverLoaded,
             "request-error" => FindingKind::RequestError,
             "over-budget" => FindingKind::OverBudget,
+            "hang" => FindingKind::Hang,
             "killed" => FindingKind::Killed,
             "stuck" => FindingKind::Stuck,
             "leftover-process" => FindingKind::LeftoverProcess,
@@ -181,6 +190,7 @@ impl FindingKind {
             "identity-differs" => FindingKind::IdentityDiffers,
             "runtime-differs" => FindingKind::RuntimeDiffers,
             "server-build-differs" => FindingKind::ServerBuildDiffers,
+            "server-changed" => FindingKind::ServerChanged,
             "slow-decode" => FindingKind::SlowDecode,
             "slow-load" => FindingKind::SlowLoad,
             "decode-not-compared" => FindingKind::DecodeNotCompared,

@@ -11,7 +11,9 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
-/// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`; older records read without them.
+/// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`, `server.readiness` (which probe
+/// answered, the model discovered) and `runtime.server` (what the server says about itself); older records read
+/// without them.
 /// Version 6 added each answer's `tokens` (ids, logprobs, top alternatives; [`crate::tokens`]); older records read
 /// without them.
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
@@ -200,6 +202,19 @@ pub struct ServerRecord {
     /// The last lines of the server's log, kept when the run failed.
     #[serde(default)]
     pub log_tail: Vec<String>,
+    /// How readiness was established (since version 7); None when the server never became ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+/// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when
+/// neither is served; the tiny generation always has to succeed too), and the model name learned from
+/// `/v1/models` when the profile names none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Readiness {
+    pub probe: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovered_model: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

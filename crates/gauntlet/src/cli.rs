@@ -78,6 +78,26 @@ pub(crate) enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Write a starter manifest: `--attach URL` asks a running server what it is (models, version and property
+    /// endpoints, `Server` header) and guesses its kind; `--spawn KIND --model PATH` starts that engine on a model.
+    /// Never overwrites a file; the manifest it writes passes `gauntlet check`.
+    Init {
+        /// The running server's base URL.
+        #[arg(long, value_name = "URL", conflicts_with = "spawn", required_unless_present = "spawn")]
+        attach: Option<String>,
+        /// The server kind to start (llama.cpp, vllm, sglang, tgi, trtllm, ollama, mistralrs).
+        #[arg(long, value_name = "KIND", requires = "model")]
+        spawn: Option<String>,
+        /// The model: a file, a directory (Hugging Face layout), or a hub id with --revision.
+        #[arg(long, value_name = "PATH")]
+        model: Option<String>,
+        /// A hub model's pinned revision (commit hash): `--model ORG/NAME --revision HASH`.
+        #[arg(long, value_name = "HASH", requires = "model")]
+        revision: Option<String>,
+        /// Where to write it (default: gauntlet.toml); an existing file is never overwritten.
+        #[arg(long, value_name = "FILE", default_value = "gauntlet.toml")]
+        out: PathBuf,
+    },
     /// What will and will not work for a profile on this machine: kernel log, GPU and who holds it, server binary,
     /// model, port, store. One line each, with the fix. Exit 1 when something would make a run fail.
     Doctor {

@@ -23,6 +23,9 @@ fn main() -> ExitCode {
             commands::build::build(manifest.as_deref(), profile.as_deref(), out)
         }
         Command::Check { manifest } => commands::check::check(manifest.as_deref()),
+        Command::Init { attach, spawn, model, revision, out } => {
+            commands::init::init(attach.as_deref(), spawn.as_deref(), model.as_deref(), revision.as_deref(), &out)
+        }
         Command::Schema => commands::schema::schema(),
         Command::DefaultManifest => commands::schema::default_manifest(),
         Command::Baseline(cmd) => commands::baseline::command(cmd),

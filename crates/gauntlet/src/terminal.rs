@@ -227,8 +227,9 @@ pub fn summary(out: &mut dyn Write, run: &RunRecord, dir: &Path) -> std::io::Res
         count(CaseStatus::Error),
         count(CaseStatus::Skipped)
     )?;
-    let mut findings: Vec<_> = run.findings.iter().filter(|f| f.severity != Severity::Info).collect();
-    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    // A changed server first (it explains whatever drift follows), then the worst first.
+    let findings: Vec<_> =
+        gauntlet_engine::report::ordered(&run.findings).into_iter().filter(|f| f.severity != Severity::Info).collect();
     for f in findings {
         let sev = if f.severity == Severity::Fail { "fail" } else { "warn" };
         match &f.case {

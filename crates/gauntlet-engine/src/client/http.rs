@@ -15,6 +15,14 @@ use super::tokens::asked_for_tokens;
 /// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
 
+/// What one GET of a self-description endpoint returned (see [`Client::get_described`]).
+#[derive(Debug, Clone)]
+pub struct Described {
+    pub status: u16,
+    pub server: Option<String>,
+    pub body: Value,
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -177,6 +185,34 @@ impl Client {
             buf.extend_from_slice(&chunk);
         }
         serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))
+    }
+
+    /// GET an endpoint a server describes itself on: its status, its `Server` header and its body (JSON, or the
+    /// text of a plain answer), all bounded (64 KiB, the header 200 characters) and untrusted.
+    pub async fn get_described(&self, path: &str, timeout: Duration) -> Result<Described, ClientError> {
+        let url = self.url(path);
+        let mut req = self.http.get(&url).timeout(timeout);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let status = resp.status().as_u16();
+        let server = resp
+            .headers()
+            .get(reqwest::header::SERVER)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).chars().take(200).collect());
+        let mut chunks = resp.bytes_stream();
+        let mut buf = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|e| transport(&url, e, timeout.as_secs_f64(), true))?;
+            buf.extend_from_slice(&chunk);
+            if buf.len() > 64 << 10 {
+                return Err(ClientError::TooLarge { limit: 64 << 10 });
+            }
+        }
+        let body = serde_json::from_slice(&buf)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&buf).chars().take(200).collect()));
+        Ok(Described { status, server, body })
     }
 
     /// POST `/v1/chat/completions`. The answer must be complete before `deadline`. A request lost to a connection

@@ -10,6 +10,36 @@ use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, S
 // keep their path.
 pub use gauntlet_schema::diff::{first_difference, identity_differences};
 
+/// At most this many changed fields are named one by one; the rest are counted.
+const MAX_SERVER_CHANGES: usize = 12;
+
+/// One `server-changed` finding per field of the server's self-description that differs (field: from → to): a
+/// different engine, version, build or model behind the same URL. Listed first, before any answer drift.
+fn server_changed(fields: &[String]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = fields
+        .iter()
+        .take(MAX_SERVER_CHANGES)
+        .map(|d| Finding {
+            kind: FindingKind::ServerChanged,
+            severity: Severity::Warn,
+            message: format!("the server changed since the baseline: {d}"),
+            case: None,
+        })
+        .collect();
+    if fields.len() > MAX_SERVER_CHANGES {
+        out.push(Finding {
+            kind: FindingKind::ServerChanged,
+            severity: Severity::Warn,
+            message: format!(
+                "… and {} more changed field(s) of the server's self-description",
+                fields.len() - MAX_SERVER_CHANGES
+            ),
+            case: None,
+        });
+    }
+    out
+}
+
 /// The findings of comparing `run` with `baseline`. Regressions are cases whose checks passed on the baseline
 /// and fail now; their severity depends on how many there are (`fail_regressions`).
 pub fn compare(run: &RunRecord, baseline: &RunRecord, t: &Thresholds) -> Vec<Finding> {
@@ -52,7 +82,17 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
+    // What an attached server says about itself, compared only when both runs asked (older records did not).
+    if let (Some(old), Some(new)) = (baseline.runtime.get("server"), run.runtime.get("server")) {
+        let changed = identity_differences(old, new);
+        let mut first = server_changed(&changed);
+        first.append(&mut out);
+        out = first;
+    }
     for d in identity_differences(&baseline.runtime, &run.runtime) {
+        if d.starts_with("server.") || d.starts_with("server:") {
+            continue;
+        }
         let server_build = d.starts_with("server_");
         out.push(Finding {
             kind: if server_build { FindingKind::ServerBuildDiffers } else { FindingKind::RuntimeDiffers },

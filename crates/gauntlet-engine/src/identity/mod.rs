@@ -119,25 +119,44 @@ pub fn compose(profile: &Profile, home: &Path, facts: Facts) -> Result<Identity,
     let (recipe, build) = match &profile.target {
         Target::Spawn(s) => {
             let fail = |reason: String| IdentityError { path: s.model.path.display().to_string(), reason };
-            let meta = std::fs::metadata(&s.model.path).map_err(|e| fail(e.to_string()))?;
-            let sha = sha256_file_memo(&s.model.path, home).map_err(|e| fail(e.to_string()))?;
-            if let Some(want) = &s.model.sha256
-                && *want != sha
-            {
-                return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
+            let file_name = s.model.path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let model = match (&s.model.hub, s.model.is_dir) {
+                // A hub model is its id and pinned revision: nothing is downloaded or hashed.
+                (Some((id, revision)), _) => json!({"name": s.model.name, "hub": id, "revision": revision}),
+                (None, true) => {
+                    let (sha, files, size) =
+                        crate::util::sha256_dir(&s.model.path, home).map_err(|e| fail(e.to_string()))?;
+                    json!({"name": s.model.name, "file": file_name, "size": size, "sha256": sha, "files": files})
+                }
+                (None, false) => {
+                    let meta = std::fs::metadata(&s.model.path).map_err(|e| fail(e.to_string()))?;
+                    let sha = sha256_file_memo(&s.model.path, home).map_err(|e| fail(e.to_string()))?;
+                    if let Some(want) = &s.model.sha256
+                        && *want != sha
+                    {
+                        return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
+                    }
+                    json!({"name": s.model.name, "file": file_name, "size": meta.len(), "sha256": sha})
+                }
+            };
+            // A server without a kind keeps the identity it always had (its baselines are still found).
+            let mut server = json!({"kind": "spawned", "name": s.server_name});
+            if let Some(k) = s.kind {
+                server["engine"] = json!(k.name);
+            }
+            if let Some(n) = s.parallel {
+                server["parallel"] = json!(n);
+            }
+            if let Some(n) = s.context {
+                server["context"] = json!(n);
             }
             // An unreadable binary has no digest; the server's spawn (or its build) then says why.
             let build = build_member.unwrap_or(Value::Null);
             (
                 json!({
-                    "model": {
-                        "name": s.model.name,
-                        "file": s.model.path.file_name().map(|n| n.to_string_lossy().into_owned()),
-                        "size": meta.len(),
-                        "sha256": sha,
-                    },
+                    "model": model,
                     "draft": Value::Null,
-                    "server": {"kind": "spawned", "name": s.server_name},
+                    "server": server,
                     "server_arguments": s.arguments,
                     "environment": s.environment,
                     "features": features,

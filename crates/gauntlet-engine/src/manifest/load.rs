@@ -47,8 +47,11 @@ pub struct Profile {
     pub name: String,
     pub target: Target,
     pub suite: Suite,
-    /// The `model` field sent in every request.
+    /// The `model` field sent in every request (until readiness learns it, see `discover_model`).
     pub request_model: String,
+    /// No `request_model` was given and the server checks the name (an attached server, or a kind that does):
+    /// readiness asks `/v1/models` and uses the one model it lists.
+    pub discover_model: bool,
     pub health_path: String,
     pub load_timeout: Duration,
     pub request_timeout: Duration,
@@ -93,6 +96,13 @@ pub struct SpawnSpec {
     pub model: ModelSpec,
     pub host: String,
     pub port: u16,
+    /// The server's kind (`[servers.NAME] kind`); None for `custom` or no kind: the flags below are the template.
+    pub kind: Option<&'static crate::kinds::Kind>,
+    /// The launch template after the binary (a kind's, or the server's own `launch`); None: the flags below.
+    pub template: Option<Vec<String>>,
+    /// The profile's `parallel` and `context`, handed to the server through the kind's template.
+    pub parallel: Option<u32>,
+    pub context: Option<u32>,
     /// `None` = the model path is the first positional argument.
     pub model_flag: Option<String>,
     pub host_flag: String,
@@ -104,9 +114,16 @@ pub struct SpawnSpec {
 }
 
 impl SpawnSpec {
-    /// The exact argv: binary, model, host, port, then the profile's arguments in order.
+    /// The exact argv: binary, model, host, port, then the profile's arguments in order. With a template (a kind):
+    /// binary, the filled template (and the kind's parallel, context and revision flags where set), then the
+    /// profile's arguments.
     pub fn command(&self) -> Vec<String> {
         let mut argv = vec![self.binary.display().to_string()];
+        if let Some(template) = &self.template {
+            argv.extend(crate::kinds::launch_argv(self.kind, template, &self.fill()));
+            argv.extend(self.arguments.iter().cloned());
+            return argv;
+        }
         if let Some(flag) = &self.model_flag {
             argv.push(flag.clone());
         }
@@ -114,6 +131,38 @@ impl SpawnSpec {
         argv.extend([self.host_flag.clone(), self.host.clone(), self.port_flag.clone(), self.port.to_string()]);
         argv.extend(self.arguments.iter().cloned());
         argv
+    }
+
+    /// What the template's placeholders stand for.
+    pub fn fill(&self) -> crate::kinds::Fill {
+        let (model, revision) = match &self.model.hub {
+            Some((id, rev)) => (id.clone(), Some(rev.clone())),
+            None => (self.model.path.display().to_string(), None),
+        };
+        let model_file = (self.model.hub.is_none() && !self.model.is_dir).then(|| {
+            let dir = self.model.path.parent().map(|d| d.display().to_string()).unwrap_or_default();
+            let file = self.model.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            (dir, file)
+        });
+        crate::kinds::Fill {
+            model,
+            model_file,
+            host: self.host.clone(),
+            port: self.port,
+            parallel: self.parallel,
+            context: self.context,
+            revision,
+        }
+    }
+
+    /// The server's environment: the kind's (Ollama's settings), then the server's and the profile's.
+    pub fn full_environment(&self) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = match self.kind {
+            Some(k) => crate::kinds::launch_environment(k, &self.fill()).into_iter().collect(),
+            None => BTreeMap::new(),
+        };
+        env.extend(self.environment.clone());
+        env
     }
 
     pub fn base_url(&self) -> String {
@@ -125,7 +174,11 @@ impl SpawnSpec {
 #[derive(Debug, Clone)]
 pub struct ModelSpec {
     pub name: String,
+    /// A file, or a directory in the Hugging Face layout (`is_dir`); empty for a hub model.
     pub path: PathBuf,
+    pub is_dir: bool,
+    /// A hub id and its pinned revision: recorded in the identity and handed to the server; nothing is downloaded.
+    pub hub: Option<(String, String)>,
     pub sha256: Option<String>,
 }
 
@@ -271,6 +324,10 @@ impl Manifest {
 
 struct ServerDef {
     binary: PathBuf,
+    kind: Option<&'static crate::kinds::Kind>,
+    template: Option<Vec<String>>,
+    /// The template is the kind's own (not the server's `launch`).
+    template_is_kinds: bool,
     model_flag: Option<String>,
     host_flag: String,
     port_flag: String,
@@ -291,10 +348,45 @@ fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, 
             p.error(&path, "expected a table");
             continue;
         };
-        p.unknown_keys(mt, &path, &["path", "sha256"]);
+        p.unknown_keys(mt, &path, &["path", "sha256", "hub", "revision"]);
         let r = Reader::new(mt, path.clone());
-        let file = r.required_string(p, "path").and_then(|f| inside_root(p, &r.at("path"), root, &f));
         let sha256 = r.string(p, "sha256");
+        if r.has("hub") {
+            // A hub model: its id and pinned revision are the identity; gauntlet downloads nothing.
+            for key in ["path", "sha256"] {
+                if r.has(key) {
+                    p.error(&r.at(key), "a `hub` model has no local file (its `revision` pins it)");
+                }
+            }
+            let id = r.string(p, "hub").unwrap_or_default();
+            let id_ok = !id.is_empty()
+                && id.len() <= 200
+                && !id.starts_with(['/', '.', '-'])
+                && !id.contains("..")
+                && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b));
+            if !id_ok {
+                p.error(&r.at("hub"), format!("`{}` is not a hub id (ORG/NAME)", id.escape_debug()));
+            }
+            let revision = r.required_string(p, "revision").unwrap_or_default();
+            if r.has("revision")
+                && (!(7..=64).contains(&revision.len()) || !revision.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
+                p.error(&r.at("revision"), "a pinned revision is a commit hash (7 to 64 hex characters)");
+            }
+            let spec = ModelSpec {
+                name: name.clone(),
+                path: PathBuf::new(),
+                is_dir: false,
+                hub: Some((id, revision)),
+                sha256: None,
+            };
+            out.insert(name.clone(), (spec, Vec::new()));
+            continue;
+        }
+        if r.has("revision") {
+            p.error(&r.at("revision"), "needs `hub` (a local file or directory is pinned by its content)");
+        }
+        let file = r.required_string(p, "path").and_then(|f| inside_root(p, &r.at("path"), root, &f));
         if let Some(s) = &sha256
             && !(s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
         {
@@ -303,10 +395,15 @@ fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, 
         if let Some(file) = file {
             // Existence is checked for the profile that runs, so one unbuilt server does not block the others.
             let mut missing = Vec::new();
-            if !file.is_file() {
+            let is_dir = file.is_dir();
+            if !file.is_file() && !is_dir {
                 missing.push(format!("{}: model file `{}` does not exist", r.at("path"), file.display()));
             }
-            out.insert(name.clone(), (ModelSpec { name: name.clone(), path: file, sha256 }, missing));
+            if is_dir && sha256.is_some() {
+                p.error(&r.at("sha256"), "a directory's digest is computed from its files; give no `sha256`");
+            }
+            let spec = ModelSpec { name: name.clone(), path: file, is_dir, hub: None, sha256 };
+            out.insert(name.clone(), (spec, missing));
         }
     }
     out
@@ -326,10 +423,56 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
         p.unknown_keys(
             st,
             &path,
-            &["binary", "model_flag", "host_flag", "port_flag", "health_path", "environment", "build"],
+            &[
+                "kind",
+                "binary",
+                "launch",
+                "model_flag",
+                "host_flag",
+                "port_flag",
+                "health_path",
+                "environment",
+                "build",
+            ],
         );
         let r = Reader::new(st, path.clone());
-        let binary = r.required_string(p, "binary").and_then(|b| inside_root(p, &r.at("binary"), root, &b));
+        let kind_name = r.string(p, "kind");
+        let kind = kind_name.as_deref().and_then(|k| {
+            let found = crate::kinds::find(k);
+            if found.is_none() && k != "custom" {
+                p.error(&r.at("kind"), unknown_kind(k));
+            }
+            found
+        });
+        if kind.is_some() {
+            for key in ["model_flag", "host_flag", "port_flag"] {
+                if r.has(key) {
+                    p.error(&r.at(key), "is set by the kind's launch template (write `launch` to change it)");
+                }
+            }
+        }
+        let template = match r.string_array(p, "launch") {
+            Some(t) => {
+                if kind_name.is_none() {
+                    p.error(&r.at("launch"), "needs a `kind` (\"custom\" gives its fields instead)");
+                }
+                for (i, token) in t.iter().enumerate() {
+                    if let Err(e) = crate::kinds::placeholders(token, crate::kinds::PLACEHOLDERS) {
+                        p.error(&format!("{}[{i}]", r.at("launch")), e);
+                    }
+                }
+                if !t.iter().any(|tok| tok.contains("{port}")) && kind.is_none_or(|k| k.environment.is_empty()) {
+                    p.error(&r.at("launch"), "the template never passes `{port}`: gauntlet could not reach the server");
+                }
+                Some(t)
+            }
+            None => kind.map(|k| crate::kinds::template(k, crate::kinds::ModelForm::Dir)),
+        };
+        let binary = match (r.has("binary"), kind) {
+            // A kind's program on PATH; spawn resolves it, and a missing one is said when the profile is chosen.
+            (false, Some(k)) => Some(PathBuf::from(k.program)),
+            _ => r.required_string(p, "binary").and_then(|b| inside_root(p, &r.at("binary"), root, &b)),
+        };
         let model_flag = r.string(p, "model_flag").unwrap_or_else(|| "-m".into());
         let host_flag = r.string(p, "host_flag").unwrap_or_else(|| "--host".into());
         let port_flag = r.string(p, "port_flag").unwrap_or_else(|| "--port".into());
@@ -338,7 +481,8 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                 p.error(&r.at(key), format!("`{flag}` is not a flag (must start with -)"));
             }
         }
-        let health_path = r.string(p, "health_path").unwrap_or_else(|| "/health".into());
+        let health_path =
+            r.string(p, "health_path").unwrap_or_else(|| kind.map_or("/health", |k| k.health_path).into());
         if !health_path.starts_with('/') {
             p.error(&r.at("health_path"), "must start with /");
         }
@@ -351,12 +495,23 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             // A server gauntlet builds may not exist yet: its build step makes it (and says so when it does not).
             let missing = match &build {
                 Some(_) => Vec::new(),
+                None if binary.components().count() == 1 && !r.has("binary") => match on_path(&binary) {
+                    Some(_) => Vec::new(),
+                    None => vec![format!(
+                        "{}: the kind's program `{}` is not on PATH (set `binary`)",
+                        r.at("kind"),
+                        binary.display()
+                    )],
+                },
                 None => executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect(),
             };
             out.insert(
                 name.clone(),
                 ServerDef {
                     binary,
+                    kind,
+                    template_is_kinds: kind.is_some() && !r.has("launch"),
+                    template,
                     model_flag: (!model_flag.is_empty()).then_some(model_flag),
                     host_flag,
                     port_flag,
@@ -399,6 +554,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "headers_env",
             "request_model",
             "health_path",
+            "kind",
+            "parallel",
+            "context",
             "suite",
             "load_timeout",
             "request_timeout",
@@ -422,7 +580,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     let mut missing = Vec::new();
     let target = if attach {
         // Options that only mean something for a server gauntlet starts are refused rather than ignored.
-        for key in ["model", "server", "host", "port", "server_arguments", "environment", "stop_grace"] {
+        for key in
+            ["model", "server", "host", "port", "server_arguments", "environment", "stop_grace", "parallel", "context"]
+        {
             if r.has(key) {
                 p.error(&r.at(key), "has no effect with `base_url` (gauntlet does not start an attached server)");
             }
@@ -489,14 +649,27 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         };
         let arguments = r.string_array(p, "server_arguments").unwrap_or_default();
         let mut environment = r.environment(p, "environment").unwrap_or_default();
+        let parallel = r.integer(p, "parallel", 1, 65536).map(|n| n as u32);
+        let context = r.integer(p, "context", 1, 1 << 24).map(|n| n as u32);
         if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
             check_arguments(p, &r.at("server_arguments"), &arguments, def);
+            check_kind(p, &r, &model, def, parallel, context);
             missing.extend(def.missing.iter().cloned());
             let mut env = def.environment.clone();
             env.append(&mut environment);
             Some(Target::Spawn(Box::new(SpawnSpec {
                 server_name,
                 binary: def.binary.clone(),
+                kind: def.kind,
+                template: def.template.as_ref().map(|t| match (def.kind, model.hub.is_none() && !model.is_dir) {
+                    // A kind's own template for a file model, where it has one (mistral.rs: -m DIR -f FILE).
+                    (Some(k), true) if def.template_is_kinds => {
+                        crate::kinds::template(k, crate::kinds::ModelForm::File)
+                    }
+                    _ => t.clone(),
+                }),
+                parallel,
+                context,
                 model,
                 host,
                 port,
@@ -513,14 +686,33 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     };
     let server_health = match &target {
         Some(Target::Spawn(s)) => servers.get(&s.server_name).map(|d| d.health_path.clone()),
-        _ => None,
+        // An attached server's kind gives its health path (Ollama has none but `/`).
+        Some(Target::Attach(_)) => r.string(p, "kind").and_then(|k| {
+            let found = crate::kinds::find(&k);
+            if found.is_none() && k != "custom" {
+                p.error(&r.at("kind"), unknown_kind(&k));
+            }
+            found.map(|k| k.health_path.to_owned())
+        }),
+        None => None,
     };
+    if !attach && r.has("kind") {
+        p.error(&r.at("kind"), "a started server's kind is `[servers.NAME] kind`");
+    }
     let health_path = r.string(p, "health_path").or(server_health).unwrap_or_else(|| "/health".into());
     if !health_path.starts_with('/') {
         p.error(&r.at("health_path"), "must start with /");
     }
-    let request_model = r.string(p, "request_model").unwrap_or_else(|| match &target {
-        Some(Target::Spawn(s)) => s.model.name.clone(),
+    let explicit_model = r.string(p, "request_model");
+    let discover_model = explicit_model.is_none()
+        && match &target {
+            Some(Target::Attach(_)) => true,
+            Some(Target::Spawn(s)) => s.kind.is_some_and(|k| k.checks_model_name),
+            None => false,
+        };
+    let request_model = explicit_model.unwrap_or_else(|| match &target {
+        // A hub model is served under its id (the name a kind's server reports).
+        Some(Target::Spawn(s)) => s.model.hub.as_ref().map_or_else(|| s.model.name.clone(), |(id, _)| id.clone()),
         _ => "default".into(),
     });
     let declared = r.string_array(p, "features").unwrap_or_default();
@@ -604,7 +796,18 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             thresholds.load_ratio_warn = x;
         }
     }
-    let dialect = r.string(p, "dialect").unwrap_or_else(|| DIALECTS[0].to_owned());
+    // The dialect follows the server's kind unless the profile names one (the kinds and the dialects are the same
+    // engines under the same names); `custom` and no kind speak llama.cpp's.
+    let kind_dialect = match &target {
+        Some(Target::Spawn(s)) => s.kind.map(|k| k.name),
+        Some(Target::Attach(_)) => {
+            r.table.get("kind").and_then(|k| k.as_str()).and_then(crate::kinds::find).map(|k| k.name)
+        }
+        None => None,
+    }
+    .filter(|k| DIALECTS.contains(k));
+    let dialect =
+        r.string(p, "dialect").or_else(|| kind_dialect.map(str::to_owned)).unwrap_or_else(|| DIALECTS[0].to_owned());
     if !DIALECTS.contains(&dialect.as_str()) {
         p.error(&r.at("dialect"), format!("unknown dialect `{dialect}` (known: {})", DIALECTS.join(", ")));
     }
@@ -628,6 +831,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         target: target?,
         suite: suite?,
         request_model,
+        discover_model,
         health_path,
         load_timeout,
         request_timeout,
@@ -755,6 +959,14 @@ fn check_features(
 fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDef) {
     let mut reserved: Vec<&str> = ALWAYS_RESERVED.to_vec();
     reserved.extend([def.host_flag.as_str(), def.port_flag.as_str()]);
+    // A template's flags are gauntlet's too (`--hostname`, `-p`, `--model-path` …).
+    if let Some(t) = &def.template {
+        reserved.extend(t.iter().filter(|a| a.starts_with('-')).map(String::as_str));
+    }
+    // So are the kind's slot, context and revision flags: the profile's `parallel` and `context` set them.
+    if let Some(k) = def.kind {
+        reserved.extend(k.parallel.iter().chain(k.context).chain(k.revision).filter(|a| a.starts_with('-')));
+    }
     if let Some(m) = &def.model_flag {
         reserved.push(m);
     }
@@ -767,6 +979,77 @@ fn check_arguments(p: &mut Problems, path: &str, args: &[String], def: &ServerDe
             p.error(&at, format!("`{a}` is set by the profile (model, host and port are owned by gauntlet)"));
         }
     }
+}
+
+/// A kind's template must be able to start the profile's model form, and take its parallel and context settings.
+fn check_kind(
+    p: &mut Problems,
+    r: &Reader,
+    model: &ModelSpec,
+    def: &ServerDef,
+    parallel: Option<u32>,
+    context: Option<u32>,
+) {
+    use crate::kinds::ModelForm;
+    let Some(kind) = def.kind else {
+        for key in ["parallel", "context"] {
+            if r.has(key) {
+                p.error(&r.at(key), "needs a server `kind` whose template places it (write it in `server_arguments`)");
+            }
+        }
+        if model.hub.is_some() || model.is_dir {
+            p.error(&r.at("model"), "a directory or hub model needs a server `kind` (a custom server takes one file)");
+        }
+        return;
+    };
+    let form = match (&model.hub, model.is_dir) {
+        (Some(_), _) => ModelForm::Hub,
+        (None, true) => ModelForm::Dir,
+        (None, false) => ModelForm::File,
+    };
+    // A file a kind does not list may still exist where the path is only known at run time (an unbuilt model
+    // file is reported as missing on its own).
+    if !kind.models.contains(&form) && (form != ModelForm::File || model.path.exists()) {
+        p.error(
+            &r.at("model"),
+            format!(
+                "server kind `{}` starts {} model, not {}",
+                kind.name,
+                kind.models.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" or "),
+                form.as_str()
+            ),
+        );
+    }
+    if form == ModelForm::Hub && kind.revision.is_empty() && def.template_is_kinds {
+        p.warnings.push(format!(
+            "{}: server kind `{}` has no revision flag: the pinned revision is recorded, not enforced",
+            r.at("model"),
+            kind.name
+        ));
+    }
+    for (key, set, fragment, env) in [
+        ("parallel", parallel.is_some(), kind.parallel, "{parallel}"),
+        ("context", context.is_some(), kind.context, "{context}"),
+    ] {
+        if set && fragment.is_empty() && !kind.environment.iter().any(|(_, v)| v.contains(env)) {
+            p.error(&r.at(key), format!("server kind `{}` has no way to set it", kind.name));
+        }
+    }
+}
+
+/// An unknown `kind`, with the likely one.
+fn unknown_kind(k: &str) -> String {
+    let names = crate::kinds::names();
+    match crate::util::suggest::did_you_mean(k, &names) {
+        Some(near) => format!("unknown kind `{}`; did you mean `{near}`?", k.escape_debug()),
+        None => format!("unknown kind `{}` (kinds: {})", k.escape_debug(), names.join(", ")),
+    }
+}
+
+/// `program` found on PATH (a kind's default program).
+fn on_path(program: &Path) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(program)).find(|f| executable_problem(f).is_none())
 }
 
 fn defined(doc: &Table, section: &str, name: &str) -> bool {

@@ -337,6 +337,9 @@ pub fn run_qualify(
         data["events"] = json!(s.life.events);
     }
     let client = session.as_ref().map(|s| s.client.clone()).unwrap_or_else(|| Client::new(&base_url, None));
+    // R1–R5 name the model the session speaks to (the one readiness discovered, if any).
+    let effective = session.as_ref().map(|s| s.effective_profile(profile));
+    let profile = effective.as_ref().unwrap_or(profile);
     let summary = match data["load_seconds"].as_f64() {
         Some(s) if failures.is_empty() => format!("ready after {s:.2}s"),
         _ if failures.is_empty() => "ready (attached)".into(),

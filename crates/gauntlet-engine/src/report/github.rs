@@ -2,10 +2,9 @@
 
 use gauntlet_schema::{RunRecord, Severity};
 
-/// One `::error` / `::warning` line per finding, failures first.
+/// One `::error` / `::warning` line per finding, a changed server first, then failures.
 pub fn annotations(run: &RunRecord) -> String {
-    let mut findings: Vec<_> = run.findings.iter().filter(|f| f.severity != Severity::Info).collect();
-    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    let findings: Vec<_> = super::ordered(&run.findings).into_iter().filter(|f| f.severity != Severity::Info).collect();
     let mut out = String::new();
     for f in findings {
         let level = if f.severity == Severity::Fail { "error" } else { "warning" };

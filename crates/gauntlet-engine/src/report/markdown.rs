@@ -44,8 +44,17 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         count(CaseStatus::Skipped)
     );
     let _ = writeln!(s, "| started | {} ({:.1} s) |", text(&run.started_at), run.wall_seconds);
+    // A changed server comes first: it explains whatever drift follows.
+    let changed: Vec<_> = run.findings.iter().filter(|f| super::is_server_change(f)).collect();
+    if !changed.is_empty() {
+        s.push_str("\n## Server changed\n\n");
+        for f in changed {
+            let _ = writeln!(s, "- **{}**: {}", f.kind, text(&f.message));
+        }
+    }
     for (title, severity) in [("Failures", Severity::Fail), ("Warnings", Severity::Warn), ("Notes", Severity::Info)] {
-        let items: Vec<_> = run.findings.iter().filter(|f| f.severity == severity).collect();
+        let items: Vec<_> =
+            run.findings.iter().filter(|f| f.severity == severity && !super::is_server_change(f)).collect();
         if items.is_empty() {
             continue;
         }

@@ -101,6 +101,9 @@ pub fn run_bench(
     let rt = crate::util::measuring_runtime();
     let opts = SessionOptions { out_dir, ready_limit: None, built: None, announce_cases: None };
     let mut session = Session::open(profile, opts, &rt, reporter)?;
+    // Requests name the model the session speaks to (the one readiness discovered, if any).
+    let effective = session.effective_profile(profile);
+    let profile = &effective;
     let (mut identity_value, runtime) = (identity.value.clone(), identity.runtime.clone());
     crate::session::stamp_build(session.build_identity.as_ref(), &mut identity_value);
     let loaded = session.loaded();

@@ -51,6 +51,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         announce_cases: Some(profile.suite.cases.len()),
     };
     let mut session = Session::open(profile, session_opts, &rt, reporter)?;
+    // From here on every request names the model the session speaks to (the one discovered, if any).
+    let effective = session.effective_profile(profile);
+    let profile = &effective;
     crate::session::stamp_build(session.build_identity.as_ref(), &mut identity);
     let loaded = session.loaded();
     let load_seconds = session.load.clone().ok().flatten();
@@ -60,11 +63,27 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     {
         m.insert("server_build".into(), Value::String(build));
     }
+    // An attached server describes itself (`runtime.server`): a different engine or build behind the same URL is
+    // then a named finding against the baseline, before any drift.
+    if loaded
+        && !session.spawned()
+        && let Value::Object(m) = &mut runtime
+    {
+        let mut described = rt.block_on(crate::session::describe::describe(&session.client, None, DESCRIBE_TIMEOUT));
+        if let (Some(model), Value::Object(d)) =
+            (session.readiness.as_ref().and_then(|r| r.discovered_model.clone()), &mut described)
+        {
+            d.insert("discovered_model".into(), Value::String(model));
+        }
+        m.insert("server".into(), described);
+    }
     let client = session.client.clone();
 
     let budget_deadline = Instant::now() + profile.suite_budget;
     let mut over_budget = false;
     let mut crashed = session.exited().is_some();
+    // A request timed out and the server then answered neither its health path nor a tiny generation.
+    let mut hung = false;
     let mut cases: Vec<CaseRecord> = Vec::with_capacity(profile.suite.cases.len());
     let total = profile.suite.cases.len();
     // The suite's start and end, and the GPU check below, are events: with `ready` and `stopped` they show where
@@ -79,6 +98,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             Some("server did not load")
         } else if crashed {
             Some("server is not running")
+        } else if hung {
+            Some("server stopped answering")
         } else if now >= budget_deadline {
             over_budget = true;
             Some("suite budget spent")
@@ -102,6 +123,23 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                     over_budget = true;
                 }
                 session.life.finding("request-error", Severity::Fail, e.to_string(), Some(&case.id));
+                // A timeout closed its connection (the request's future is gone), so the server may stop that work.
+                // Does it still answer? If not, the hang is named here and the remaining cases are skipped, as after
+                // a crash, rather than each waiting out its own timeout.
+                if matches!(e, ClientError::Timeout { .. })
+                    && session.exited().is_none()
+                    && Instant::now() < budget_deadline
+                    && let Err(why) = rt.block_on(still_answers(&client, profile))
+                {
+                    hung = true;
+                    let what = format!(
+                        "the server stopped answering: case `{}` timed out ({e}), then {why}; the remaining cases \
+                         are skipped",
+                        case.id
+                    );
+                    session.life.event("hung", what.clone());
+                    session.life.finding("hang", Severity::Fail, what, Some(&case.id));
+                }
                 // A failed request is often the first sign of a dying server: give it a moment to show.
                 if session.spawned() {
                     let until = Instant::now() + Duration::from_secs(1);
@@ -132,6 +170,10 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     if skipped_crash > 0 {
         session.life.event("skipped", format!("{skipped_crash} case(s) skipped: server is not running"));
     }
+    let skipped_hang = cases.iter().filter(|c| c.skip_reason.as_deref() == Some("server stopped answering")).count();
+    if skipped_hang > 0 {
+        session.life.event("skipped", format!("{skipped_hang} case(s) skipped: server stopped answering"));
+    }
 
     session
         .life
@@ -148,6 +190,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let command = session.command.clone();
     let spawned = session.spawned();
     let build = session.build.as_ref().map(|b| b.record.clone());
+    let readiness = session.readiness.clone();
     let (closed, sentry_findings) = session.close(profile, crashed, &runtime);
     let mut sentry = closed.sentry;
     let mut life = closed.life;
@@ -180,6 +223,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             stop: closed.stop,
             events: life.events,
             log_tail: closed.log_tail,
+            readiness,
         },
         suite: SuiteRecord {
             id: profile.suite.id.clone(),
@@ -214,6 +258,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let baseline = opts.baseline.as_ref().map(|(b, _)| *b);
     let assessed = verdict::assess_with(&record, baseline, &profile.thresholds, opts.decode_spread);
     record.findings.extend(assessed);
+    // A changed server is listed first: it explains whatever drift follows (see `crate::report::ordered`).
+    record.findings.sort_by_key(|f| f.kind != gauntlet_schema::FindingKind::ServerChanged);
     record.verdict = verdict::fold(&record.findings);
     record.finished_at = now_rfc3339();
     record.wall_seconds = started.elapsed().as_secs_f64();
@@ -229,6 +275,33 @@ pub(crate) fn case_request(case: &Case, profile: &Profile) -> serde_json::Value 
     dialect.thinking.apply(&mut request, case.thinking);
     dialect.ask_for_tokens(&mut request);
     request
+}
+
+/// How long each self-description request may take.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// After a request timed out: does the server still answer? Its health path (any HTTP answer) and then a tiny
+/// generation, each under a short deadline (a quarter of the request timeout, 1 to 30 s). Err says what did not
+/// answer.
+pub(crate) async fn still_answers(client: &Client, profile: &Profile) -> Result<(), String> {
+    let short = (profile.request_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let health = match client.health(&profile.health_path, short).await {
+        Ok(code) => format!("{} answered HTTP {code}", profile.health_path),
+        Err(e) => format!("{} did not answer ({e})", profile.health_path),
+    };
+    let probe = serde_json::json!({
+        "model": profile.request_model,
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 1,
+        "temperature": 0,
+    });
+    match client.chat(&probe, Instant::now() + short).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!(
+            "{health} and a one-token generation got no answer within {} ({e})",
+            humantime::format_duration(short)
+        )),
+    }
 }
 
 /// A case's record before it is asked: skipped until [`answer_case`] says otherwise. The request asks for token ids

@@ -105,7 +105,7 @@ impl ServerProcess {
     pub fn spawn(spec: &SpawnSpec, log_path: &Path) -> Result<ServerProcess, SpawnError> {
         check_port_free(&spec.host, spec.port)?;
         let log = File::create(log_path).map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
-        ServerProcess::spawn_group(&spec.command(), &spec.environment, None, log, log_path)
+        ServerProcess::spawn_group(&spec.command(), &spec.full_environment(), None, log, log_path)
     }
 
     /// Starts `argv` (never through a shell) as the leader of a new process group, with the allow-listed

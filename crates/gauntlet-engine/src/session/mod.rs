@@ -9,7 +9,8 @@
 //!    says so and every holder counts);
 //! 3. the kernel-log bracket is opened;
 //! 4. the server is spawned (its own process group) or attached to;
-//! 5. readiness: health 200 and one tiny real generation, bounded by the load timeout.
+//! 5. readiness: the health path, else `/v1/models`, and always one tiny real generation, bounded by the load
+//!    timeout (see [`steps::wait_ready`]); a profile without `request_model` learns it from `/v1/models`.
 //!
 //! The issue sketched the bracket and the GPU wait after readiness. They come before the spawn here on purpose:
 //! a fault while the model loads (an Xid on the first allocation, an amdgpu page fault) must fall inside the
@@ -21,6 +22,7 @@
 //! handle) serves the whole session. The session must never write to the terminal (it reports [`RunEvent`]s) and
 //! never decide a verdict.
 
+pub mod describe;
 mod identity;
 mod port_owner;
 mod steps;
@@ -120,6 +122,9 @@ pub enum SessionError {
     /// A tool a stage needs is not installed (lm-eval for R2): infrastructure; the message says how to install it.
     #[error("{0}")]
     ToolMissing(String),
+    /// The server serves several models and the profile names none: bad input (exit 2), the models listed.
+    #[error("{0}")]
+    AmbiguousModel(String),
 }
 
 impl From<BuildError> for SessionError {
@@ -190,6 +195,10 @@ pub struct Session {
     pub load: Result<Option<f64>, String>,
     /// Readiness was cut by `ready_limit`.
     pub ready_timed_out: bool,
+    /// Which probe answered first, and the model learned from `/v1/models`; None until ready.
+    pub readiness: Option<gauntlet_schema::Readiness>,
+    /// The `model` every request names: the profile's, or the one readiness discovered.
+    pub model: String,
     pub build: Option<BuildOutcome>,
     /// `identity.build` of a spawned server (see `crate::identity`).
     pub build_identity: Option<Value>,
@@ -256,6 +265,8 @@ impl Session {
             life: Lifecycle::new(),
             load: Err("not started".into()),
             ready_timed_out: false,
+            readiness: None,
+            model: profile.request_model.clone(),
             build: None,
             build_identity: None,
             gpu_wait: None,
@@ -347,15 +358,32 @@ impl Session {
         // 5. Readiness.
         reporter.event(&RunEvent::Loading);
         let ready = steps::wait_ready(&session.client, profile, session.process.as_mut(), &mut life);
-        session.load = match opts.ready_limit {
+        let ready = match opts.ready_limit {
             Some(limit) => match rt.block_on(async { tokio::time::timeout(limit, ready).await }) {
                 Ok(r) => r,
                 Err(_) => {
                     session.ready_timed_out = true;
-                    Err(format!("not ready within the stage timeout ({limit:.0?})"))
+                    Err(steps::NotReady::Failed(format!("not ready within the stage timeout ({limit:.0?})")))
                 }
             },
             None => rt.block_on(ready),
+        };
+        session.load = match ready {
+            Ok(r) => {
+                if let Some(m) = &r.discovered_model {
+                    session.model = m.clone();
+                }
+                session.readiness = Some(gauntlet_schema::Readiness {
+                    probe: r.probe.to_owned(),
+                    discovered_model: r.discovered_model,
+                });
+                Ok(r.seconds)
+            }
+            Err(steps::NotReady::Failed(why)) => Err(why),
+            Err(steps::NotReady::Ambiguous(why)) => {
+                reporter.event(&RunEvent::LoadFailed { reason: why.clone() });
+                return Err(SessionError::AmbiguousModel(why));
+            }
         };
         match &session.load {
             Ok(seconds) => reporter.event(&RunEvent::Loaded { seconds: *seconds }),
@@ -386,6 +414,13 @@ impl Session {
         self.process.as_mut()
     }
 
+    /// The profile as the session speaks to the server: its `request_model` is the model readiness discovered.
+    pub fn effective_profile(&self, profile: &Profile) -> Profile {
+        let mut p = profile.clone();
+        p.request_model = self.model.clone();
+        p
+    }
+
     /// Stops the spawned server (SIGTERM, as at the end of a run) and starts it again with the same command, its
     /// output in `log_path`, then waits for readiness under the load timeout: the same lifecycle, its events and
     /// findings in this session's. Returns the new load time. An attached server is not gauntlet's to restart.
@@ -402,8 +437,10 @@ impl Session {
         let p = ServerProcess::spawn(spec, log_path).map_err(|e| format!("the restart failed: {e}"))?;
         self.life.event("restarted", format!("pid {} (output in {})", p.pid(), log_path.display()));
         self.process = Some(p);
-        let ready = steps::wait_ready(&self.client, profile, self.process.as_mut(), &mut self.life).await;
-        ready.map(|secs| secs.unwrap_or(0.0)).map_err(|e| format!("after the restart: {e}"))
+        match steps::wait_ready(&self.client, profile, self.process.as_mut(), &mut self.life).await {
+            Ok(r) => Ok(r.seconds.unwrap_or(0.0)),
+            Err(steps::NotReady::Failed(e) | steps::NotReady::Ambiguous(e)) => Err(format!("after the restart: {e}")),
+        }
     }
 
     /// The server's processes on the bound GPU and their memory, asked while it still runs (see

@@ -8,7 +8,7 @@ use gauntlet_schema::{Finding, Severity, StopOutcome as Stop};
 use serde_json::{Value, json};
 
 use super::{KERNEL_LOG_GRACE, Lifecycle, Reporter, RunEvent, SessionError};
-use crate::client::Client;
+use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
 use crate::sentry::{Ours, gpu};
 use crate::server::{ServerProcess, StopOutcome, describe_exit};
@@ -137,23 +137,50 @@ fn read_tail(path: &Path, limit: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// Readiness = the health endpoint answers 200 AND one tiny real generation succeeds (a lazy server loads the
-/// model on its first request). Load time = spawn → that reply. Bounded by the load timeout.
+/// A server that became ready: the load seconds (None when attached), the probe that answered first, and the
+/// model name learned from `/v1/models` (when the profile names none).
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub seconds: Option<f64>,
+    pub probe: &'static str,
+    pub discovered_model: Option<String>,
+}
+
+/// Why readiness ended without a ready server.
+#[derive(Debug, Clone)]
+pub enum NotReady {
+    /// The load failed, timed out, or got an answer that waiting cannot change (the reason says which).
+    Failed(String),
+    /// `/v1/models` lists several models and the profile names none: bad input, the list is in the message.
+    Ambiguous(String),
+}
+
+/// At most this many model ids are listed in a message, each at most 200 characters (escaped).
+const MAX_LISTED_MODELS: usize = 20;
+
+/// Readiness degrades gracefully, and a tiny real generation always has to succeed (a lazy server loads the model
+/// on its first request): the health path first; where it answers 404 (no such endpoint), `/v1/models`; where
+/// that is absent too, the generation alone. The first probe that answered is recorded. A profile without
+/// `request_model` learns it from `/v1/models` (one model: used; several: [`NotReady::Ambiguous`]). An answer that
+/// waiting cannot change ends the wait at once with the server's message: a 4xx (but 404 on the health path), or
+/// an error that names the unknown model. Load time = spawn → the generation's reply. Bounded by the load timeout.
 pub(super) async fn wait_ready(
     client: &Client,
     profile: &Profile,
     mut process: Option<&mut ServerProcess>,
     life: &mut Lifecycle,
-) -> Result<Option<f64>, String> {
+) -> Result<Ready, NotReady> {
     let spawned_at = process.as_ref().map(|p| p.spawned_at()).unwrap_or_else(Instant::now);
     let deadline = spawned_at + profile.load_timeout;
-    let warmup = json!({
-        "model": profile.request_model,
-        "messages": [{"role": "user", "content": "Say hello."}],
-        "max_tokens": 8,
-        "temperature": 0,
-    });
+    let mut model = profile.request_model.clone();
+    let mut discovered = None;
     let mut last = String::from("no answer yet");
+    let fatal = |life: &mut Lifecycle, what: String| {
+        let what = format!("the server refused readiness: {what}");
+        life.event("load-refused", what.clone());
+        life.finding("never-loaded", Severity::Fail, what.clone(), None);
+        NotReady::Failed(what)
+    };
     // Polls fast at first (a small model is ready in well under a second) and backs off to 100 ms: the poll's
     // granularity is measured as load time.
     let mut pause = Duration::from_millis(10);
@@ -164,7 +191,7 @@ pub(super) async fn wait_ready(
             let what = format!("server exited during load ({})", describe_exit(status));
             life.event("crashed", what.clone());
             life.finding("crash", Severity::Fail, what.clone(), None);
-            return Err(what);
+            return Err(NotReady::Failed(what));
         }
         let now = Instant::now();
         if now >= deadline {
@@ -174,27 +201,131 @@ pub(super) async fn wait_ready(
             );
             life.event("load-timeout", what.clone());
             life.finding("never-loaded", Severity::Fail, what.clone(), None);
-            return Err(what);
+            return Err(NotReady::Failed(what));
         }
         let probe = Duration::from_secs(2).min(deadline - now);
+        let mut answered: Option<&'static str> = None;
+        let mut try_models = profile.discover_model && discovered.is_none();
         match client.health(&profile.health_path, probe).await {
-            Ok(200) => {
-                let until = (Instant::now() + profile.request_timeout).min(deadline);
-                match client.chat(&warmup, until).await {
-                    Ok(_) => {
-                        let secs = spawned_at.elapsed().as_secs_f64();
-                        life.event("ready", format!("health 200 and a first generation after {secs:.2}s"));
-                        return Ok(process.is_some().then_some(secs));
-                    }
-                    Err(e) => last = format!("warm-up generation: {e}"),
-                }
+            Ok(200) => answered = Some("health"),
+            Ok(404) => try_models = true,
+            Ok(code) if (400..500).contains(&code) => {
+                return Err(fatal(life, format!("{} answered HTTP {code}", profile.health_path)));
             }
             Ok(code) => last = format!("health answered HTTP {code}"),
             Err(e) => last = format!("health: {e}"),
         }
+        if try_models {
+            match client.get_json("v1/models", probe).await {
+                Ok(list) => {
+                    answered = answered.or(Some("models"));
+                    if profile.discover_model && discovered.is_none() {
+                        let ids = model_ids(&list);
+                        match ids.as_slice() {
+                            [one] => {
+                                model = one.clone();
+                                discovered = Some(one.clone());
+                                life.event("model-discovered", format!("/v1/models lists one model: {}", escape(one)));
+                            }
+                            [] => {
+                                last = "/v1/models lists no model yet".into();
+                                answered = None;
+                            }
+                            several => {
+                                let mut listed: Vec<String> =
+                                    several.iter().take(MAX_LISTED_MODELS).map(|m| escape(m)).collect();
+                                if several.len() > MAX_LISTED_MODELS {
+                                    listed.push(format!("… and {} more", several.len() - MAX_LISTED_MODELS));
+                                }
+                                return Err(NotReady::Ambiguous(format!(
+                                    "profile `{}` names no `request_model` and {} serves {} models: {}; set \
+                                     `request_model` to one of them",
+                                    profile.name,
+                                    client.base_url(),
+                                    several.len(),
+                                    listed.join(", ")
+                                )));
+                            }
+                        }
+                    }
+                }
+                Err(ClientError::Status { status: 404, .. }) if profile.discover_model => {
+                    return Err(fatal(
+                        life,
+                        "profile names no `request_model` and the server has no /v1/models to learn it from \
+                         (HTTP 404); set `request_model`"
+                            .into(),
+                    ));
+                }
+                // Neither health nor models: the generation alone says whether the server is ready.
+                Err(ClientError::Status { status: 404, .. }) => answered = answered.or(Some("generation")),
+                Err(ClientError::Status { status, .. }) if (400..500).contains(&status) => {
+                    return Err(fatal(life, format!("/v1/models answered HTTP {status}")));
+                }
+                Err(e) => last = format!("/v1/models: {e}"),
+            }
+        }
+        if let Some(probe) = answered {
+            let warmup = json!({
+                "model": model,
+                "messages": [{"role": "user", "content": "Say hello."}],
+                "max_tokens": 8,
+                "temperature": 0,
+            });
+            let until = (Instant::now() + profile.request_timeout).min(deadline);
+            match client.chat(&warmup, until).await {
+                Ok(_) => {
+                    let secs = spawned_at.elapsed().as_secs_f64();
+                    let how = match probe {
+                        "health" => format!("health {} 200", profile.health_path),
+                        "models" => format!("no {} (404), /v1/models 200", profile.health_path),
+                        _ => format!("no {} nor /v1/models (404)", profile.health_path),
+                    };
+                    life.event("ready", format!("{how} and a first generation after {secs:.2}s"));
+                    return Ok(Ready {
+                        seconds: process.is_some().then_some(secs),
+                        probe,
+                        discovered_model: discovered,
+                    });
+                }
+                Err(ClientError::Status { status, body, .. })
+                    if (400..500).contains(&status) || names_unknown_model(&body, &model) =>
+                {
+                    return Err(fatal(
+                        life,
+                        format!("the first generation (model `{}`) got HTTP {status}: {body}", escape(&model)),
+                    ));
+                }
+                Err(e) => last = format!("warm-up generation: {e}"),
+            }
+        }
         tokio::time::sleep(pause).await;
         pause = (pause * 3 / 2).min(Duration::from_millis(100));
     }
+}
+
+/// The ids `/v1/models` lists (`data[].id`), in its order; anything else in the body is ignored.
+pub(crate) fn model_ids(list: &Value) -> Vec<String> {
+    list["data"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|m| m["id"].as_str()).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// An error body that says the requested model is unknown (mistral.rs answers HTTP 500 "model not available"):
+/// waiting cannot change it.
+fn names_unknown_model(body: &str, model: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    lower.contains("model")
+        && ["not available", "not found", "does not exist", "unknown model", "no such model"]
+            .iter()
+            .any(|p| lower.contains(p))
+        && (body.contains(model) || lower.contains("model not"))
+}
+
+/// A server's text for one line of a message: escaped, at most 200 characters.
+fn escape(text: &str) -> String {
+    text.chars().take(200).collect::<String>().escape_debug().to_string()
 }
 
 pub(super) fn stop_server(

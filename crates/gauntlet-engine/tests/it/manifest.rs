@@ -206,3 +206,115 @@ fn embedded_default_is_valid_and_names_both_servers() {
     assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "native"]);
     assert_eq!(m.default_profile.as_deref(), Some("default"));
 }
+
+/// Server kinds and model forms are checked before anything starts: an unknown kind (with the likely one), a
+/// template with an unknown placeholder, a template for a server without a kind, explicit flags beside a kind, a
+/// hub model without a pinned revision, a model form the kind cannot start, and parallel slots a kind cannot set.
+#[test]
+fn kinds_and_model_forms_are_checked() {
+    let text = r#"
+version = 1
+[models.hub]
+hub = "org/model"
+[models.file]
+path = "models/m.gguf"
+[models.pinned]
+hub = "org/model"
+revision = "0123456789abcdef"
+[servers.typo]
+kind = "vlm"
+binary = "bin/x"
+[servers.bad-template]
+kind = "vllm"
+binary = "bin/x"
+launch = ["serve", "{modle}", "--port", "{port}"]
+[servers.no-kind]
+binary = "bin/x"
+launch = ["{model}", "--port", "{port}"]
+[servers.flags]
+kind = "tgi"
+binary = "bin/x"
+port_flag = "-p"
+[servers.vllm]
+kind = "vllm"
+binary = "bin/x"
+[servers.llama]
+kind = "llama.cpp"
+binary = "bin/x"
+[profiles.a]
+model = "pinned"
+server = "llama"
+port = 8000
+[profiles.b]
+model = "pinned"
+server = "vllm"
+port = 8000
+parallel = 4
+context = 8192
+[profiles.c]
+model = "file"
+server = "no-kind"
+port = 8000
+parallel = 2
+"#;
+    let e = errors(text);
+    for want in [
+        "models.hub.revision: required",
+        "servers.typo.kind: unknown kind `vlm`; did you mean `vllm`?",
+        "unknown placeholder `{modle}`",
+        "servers.no-kind.launch: needs a `kind`",
+        "servers.flags.port_flag: is set by the kind's launch template",
+        "profiles.a.model: server kind `llama.cpp` starts a file model, not a hub id",
+        "profiles.c.parallel: needs a server `kind`",
+    ] {
+        assert!(e.contains(want), "missing `{want}` in:\n{e}");
+    }
+    assert!(!e.contains("profiles.b"), "a vLLM profile with a pinned hub model is fine:\n{e}");
+}
+
+/// A kind's template places the model, host, port, slots, context and the pinned revision; the hub model is asked
+/// for under its id and learned from `/v1/models` when the kind checks names.
+#[test]
+fn a_kind_profile_builds_its_command() {
+    let text = r#"
+version = 1
+[models.pinned]
+hub = "org/model"
+revision = "0123456789abcdef"
+[servers.vllm]
+kind = "vllm"
+binary = "bin/vllm"
+[profiles.p]
+model = "pinned"
+server = "vllm"
+port = 8000
+parallel = 4
+context = 8192
+server_arguments = ["--dtype", "half"]
+"#;
+    let m = Manifest::parse(text, "test.toml", Path::new(ROOT)).unwrap();
+    let p = m.select_unchecked(Some("p")).unwrap();
+    let Target::Spawn(s) = &p.target else { panic!("spawns") };
+    assert_eq!(
+        s.command()[1..].join(" "),
+        "serve org/model --host 127.0.0.1 --port 8000 --max-num-seqs 4 --max-model-len 8192 --revision \
+         0123456789abcdef --dtype half"
+    );
+    assert_eq!(p.request_model, "org/model");
+    assert!(p.discover_model);
+    // The kind sets the wire dialect; a profile may still name another; no kind speaks llama.cpp's.
+    assert_eq!(p.dialect, "vllm");
+    let named = text.replace("port = 8000\n", "port = 8000\ndialect = \"sglang\"\n");
+    assert_eq!(
+        Manifest::parse(&named, "t.toml", Path::new(ROOT)).unwrap().select_unchecked(Some("p")).unwrap().dialect,
+        "sglang"
+    );
+    let attached = "version = 1\n[profiles.o]\nbase_url = \"http://127.0.0.1:11434\"\nkind = \"ollama\"\n\
+                    [profiles.plain]\nbase_url = \"http://127.0.0.1:8080\"\n";
+    let m = Manifest::parse(attached, "t.toml", Path::new(ROOT)).unwrap();
+    assert_eq!(m.select_unchecked(Some("o")).unwrap().dialect, "ollama");
+    assert_eq!(m.select_unchecked(Some("plain")).unwrap().dialect, "llama.cpp");
+    let mut bad = text.replace("[\"--dtype\", \"half\"]", "[\"--max-model-len\", \"1\"]");
+    bad = bad.replace("parallel = 4\ncontext = 8192\n", "");
+    assert!(errors(&bad).contains("`--max-model-len`"), "a template's flag is the profile's to set");
+}

@@ -70,6 +70,7 @@ fn record() -> (RunRecord, RunRecord) {
             stop: gauntlet_schema::StopOutcome::Crashed,
             events: Vec::new(),
             log_tail: vec!["ggml: out of memory".into(), "```".into()],
+            readiness: None,
         },
         suite: SuiteRecord {
             id: "default".into(),

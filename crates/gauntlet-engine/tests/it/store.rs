@@ -32,6 +32,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
             stop: gauntlet_schema::StopOutcome::Terminated,
             events: Vec::new(),
             log_tail: Vec::new(),
+            readiness: None,
         },
         suite: SuiteRecord {
             id: "s".into(),

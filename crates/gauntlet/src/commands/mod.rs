@@ -9,6 +9,7 @@ pub(crate) mod check;
 pub(crate) mod compare;
 pub(crate) mod completions;
 pub(crate) mod doctor;
+pub(crate) mod init;
 pub(crate) mod plan;
 pub(crate) mod qualify;
 pub(crate) mod report;
@@ -98,13 +99,14 @@ pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
 
 /// What a run, bench or qualification that could not be carried out is: a busy GPU, an output that cannot be
 /// written or a server log that cannot be created is infrastructure (3); a GPU whose state cannot be told fails
-/// closed (1); a server that cannot start or a missing API key is bad input (2).
+/// closed (1); a server that cannot start, a missing API key or a profile that must name one of the server's
+/// several models is bad input (2).
 pub(crate) fn gate_failure(e: GateError) -> Failure {
     match e {
         GateError::GpuBusy(why) | GateError::BuildTimeout(why) | GateError::ToolMissing(why) => {
             Failure::infrastructure(why)
         }
-        GateError::BuildStart(why) => Failure::bad_input(why),
+        GateError::BuildStart(why) | GateError::AmbiguousModel(why) => Failure::bad_input(why),
         GateError::GpuUnknown(why) => Failure::fail_closed(why),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
         GateError::Spawn(_) | GateError::ApiKey(_) | GateError::ApiKeyInvalid(_) | GateError::Transport(_) => {

@@ -113,9 +113,9 @@ fn findings(html: &mut String, run: &RunRecord) {
         return none(html, "no finding");
     }
     html.push_str("<ul>\n");
-    for severity in [Severity::Fail, Severity::Warn, Severity::Info] {
-        for f in run.findings.iter().filter(|f| f.severity == severity) {
-            let class = match severity {
+    {
+        for f in crate::report::ordered(&run.findings) {
+            let class = match f.severity {
                 Severity::Fail => "fail",
                 Severity::Warn => "warn",
                 Severity::Info => "muted",

@@ -7,6 +7,7 @@ mod bench;
 mod bounds;
 mod compare;
 mod dialects;
+mod engines;
 mod escape;
 mod github;
 mod gpu;

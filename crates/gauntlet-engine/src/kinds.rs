@@ -1,0 +1,418 @@
+//! Server kinds: what gauntlet knows about each inference engine, as one table of data, never a code path per
+//! engine. A row says how the model, host, port, parallel slots and context reach the server (a launch template),
+//! where readiness and metrics are asked, which endpoints the server describes itself on, and how it takes tools.
+//! `custom` (and a server with no `kind`) has no row: its explicit `model_flag`/`host_flag`/`port_flag` fields are
+//! the template, exactly as before kinds existed.
+//!
+//! The facts come from the engines' own documentation and source, noted per row (see also
+//! `../shared/reference/engines.md` in the project's working notes).
+
+/// One engine.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// The name a manifest writes (`kind = "vllm"`).
+    pub name: &'static str,
+    /// The program started when `[servers.NAME]` names no `binary` (looked up on `PATH`).
+    pub program: &'static str,
+    /// The argv after the program. Placeholders: `{model}` (a file or directory path, or a hub id), `{host}`,
+    /// `{port}`; every token is one argument, never split.
+    pub launch: &'static [&'static str],
+    /// Used instead of `launch` when the model is a single file (an engine that takes a file apart from its folder).
+    pub launch_file: Option<&'static [&'static str]>,
+    /// Appended when the profile sets `parallel` (`{parallel}`); empty: the engine takes it from `environment`.
+    pub parallel: &'static [&'static str],
+    /// Appended when the profile sets `context` (`{context}`).
+    pub context: &'static [&'static str],
+    /// Appended for a hub model with a pinned revision (`{revision}`); empty: the kind cannot pin one by flag.
+    pub revision: &'static [&'static str],
+    /// Environment the template sets (placeholders as in `launch`, plus `{parallel}` and `{context}`); a variable
+    /// whose value names an unset placeholder is left out.
+    pub environment: &'static [(&'static str, &'static str)],
+    /// Readiness starts here (a 200 is the first sign of life); 404 moves on to `/v1/models`.
+    pub health_path: &'static str,
+    /// Prometheus text, where the engine serves it (some only with a flag, noted per row).
+    pub metrics_path: Option<&'static str>,
+    /// GET endpoints whose JSON the server describes itself with (kept, bounded, in `runtime.server`).
+    pub describe: &'static [&'static str],
+    /// How the engine takes OpenAI `tools`.
+    pub tools: &'static str,
+    /// The model forms the template can start: `file`, `dir`, `hub`.
+    pub models: &'static [ModelForm],
+    /// The server refuses a request naming another model than the one it serves: without `request_model`, the name
+    /// is learned from `/v1/models`.
+    pub checks_model_name: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelForm {
+    File,
+    Dir,
+    Hub,
+}
+
+impl ModelForm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelForm::File => "a file",
+            ModelForm::Dir => "a directory",
+            ModelForm::Hub => "a hub id",
+        }
+    }
+}
+
+/// The placeholders a template may use.
+pub const PLACEHOLDERS: &[&str] = &["model", "host", "port", "parallel", "context", "revision"];
+
+/// Every kind but `custom`, in the order the README's table lists them.
+pub const KINDS: &[Kind] = &[
+    // llama.cpp `tools/server/README.md`: -m/--host/--port, -np/--parallel, -c/--ctx-size; /health 503 → 200;
+    // /props build_info and model_path; /metrics only with --metrics; tools with --jinja (the default now).
+    Kind {
+        name: "llama.cpp",
+        program: "llama-server",
+        launch: &["-m", "{model}", "--host", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &["-np", "{parallel}"],
+        context: &["-c", "{context}"],
+        revision: &[],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: Some("/metrics"),
+        describe: &["/props"],
+        tools: "native (--jinja, on by default)",
+        models: &[ModelForm::File],
+        checks_model_name: false,
+    },
+    // vLLM `vllm serve MODEL --host --port`; engine args --max-num-seqs, --max-model-len, --revision
+    // (docs.vllm.ai engine_args); /health, /version, /metrics on by default; tools need
+    // --enable-auto-tool-choice --tool-call-parser NAME, else HTTP 400; an unknown model name is 404.
+    Kind {
+        name: "vllm",
+        program: "vllm",
+        launch: &["serve", "{model}", "--host", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &["--max-num-seqs", "{parallel}"],
+        context: &["--max-model-len", "{context}"],
+        revision: &["--revision", "{revision}"],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: Some("/metrics"),
+        describe: &["/version"],
+        tools: "needs --enable-auto-tool-choice --tool-call-parser NAME (else HTTP 400)",
+        models: &[ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: true,
+    },
+    // SGLang server_arguments docs: --model-path, --host, --port, --context-length, --revision; the concurrency
+    // cap --max-running-requests is a widely used name not re-read in a primary source; /health,
+    // /get_server_info; /metrics needs --enable-metrics; tools need --tool-call-parser.
+    Kind {
+        name: "sglang",
+        program: "python3",
+        launch: &["-m", "sglang.launch_server", "--model-path", "{model}", "--host", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &["--max-running-requests", "{parallel}"],
+        context: &["--context-length", "{context}"],
+        revision: &["--revision", "{revision}"],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: Some("/metrics"),
+        describe: &["/get_server_info"],
+        tools: "needs --tool-call-parser NAME",
+        models: &[ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: true,
+    },
+    // TGI text-generation-launcher docs: --model-id, --revision, --hostname, --port, --max-concurrent-requests,
+    // --max-total-tokens; /health 200/503; /info (model_id, sha, version); /metrics on the main port.
+    Kind {
+        name: "tgi",
+        program: "text-generation-launcher",
+        launch: &["--model-id", "{model}", "--hostname", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &["--max-concurrent-requests", "{parallel}"],
+        context: &["--max-total-tokens", "{context}"],
+        revision: &["--revision", "{revision}"],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: Some("/metrics"),
+        describe: &["/info"],
+        tools: "native (grammar-constrained)",
+        models: &[ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: false,
+    },
+    // TensorRT-LLM `trtllm-serve MODEL --host --port`, --max_batch_size, --max_seq_len (trtllm-serve docs);
+    // /health, /version; its /metrics is JSON iteration statistics, not Prometheus; `model` is required.
+    Kind {
+        name: "trtllm",
+        program: "trtllm-serve",
+        launch: &["{model}", "--host", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &["--max_batch_size", "{parallel}"],
+        context: &["--max_seq_len", "{context}"],
+        revision: &[],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: None,
+        describe: &["/version"],
+        tools: "per model's tool parser (unconfirmed)",
+        models: &[ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: true,
+    },
+    // Ollama `ollama serve`, settings only from the environment (envconfig/config.go): OLLAMA_HOST,
+    // OLLAMA_NUM_PARALLEL, OLLAMA_CONTEXT_LENGTH; no /health (GET / answers "Ollama is running"); /api/version;
+    // no Prometheus; the model is a local tag named per request (pulled beforehand); unknown model → 404.
+    Kind {
+        name: "ollama",
+        program: "ollama",
+        launch: &["serve"],
+        launch_file: None,
+        parallel: &[],
+        context: &[],
+        revision: &[],
+        environment: &[
+            ("OLLAMA_HOST", "{host}:{port}"),
+            ("OLLAMA_NUM_PARALLEL", "{parallel}"),
+            ("OLLAMA_CONTEXT_LENGTH", "{context}"),
+        ],
+        health_path: "/",
+        metrics_path: None,
+        describe: &["/api/version"],
+        tools: "native (each call whole in one delta)",
+        models: &[ModelForm::Hub],
+        checks_model_name: true,
+    },
+    // mistral.rs `mistralrs serve -m ID_OR_DIR [-f FILE.gguf] --host -p PORT`, --max-seqs, --max-seq-len
+    // (docs reference/cli/serve.md); /health is not load-aware (readiness needs the generation); /metrics on by
+    // default; answers a wrong model name with HTTP 500 "model not available".
+    Kind {
+        name: "mistralrs",
+        program: "mistralrs",
+        launch: &["serve", "--host", "{host}", "-p", "{port}", "-m", "{model}"],
+        launch_file: Some(&["serve", "--host", "{host}", "-p", "{port}", "-m", "{model_dir}", "-f", "{model_file}"]),
+        parallel: &["--max-seqs", "{parallel}"],
+        context: &["--max-seq-len", "{context}"],
+        revision: &[],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: Some("/metrics"),
+        describe: &[],
+        tools: "native",
+        models: &[ModelForm::File, ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: true,
+    },
+];
+
+/// Every name a manifest may write, `custom` last.
+pub fn names() -> Vec<&'static str> {
+    KINDS.iter().map(|k| k.name).chain(["custom"]).collect()
+}
+
+/// The kind called `name`; None for `custom` (and for a name that is no kind: see [`names`]).
+pub fn find(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// The values the placeholders stand for in one launch.
+#[derive(Debug, Clone, Default)]
+pub struct Fill {
+    pub model: String,
+    /// A file model's folder and name (`{model_dir}`, `{model_file}`).
+    pub model_file: Option<(String, String)>,
+    pub host: String,
+    pub port: u16,
+    pub parallel: Option<u32>,
+    pub context: Option<u32>,
+    pub revision: Option<String>,
+}
+
+impl Fill {
+    fn value(&self, name: &str) -> Option<String> {
+        match name {
+            "model" => Some(self.model.clone()),
+            "model_dir" => self.model_file.as_ref().map(|(d, _)| d.clone()),
+            "model_file" => self.model_file.as_ref().map(|(_, f)| f.clone()),
+            "host" => Some(self.host.clone()),
+            "port" => Some(self.port.to_string()),
+            "parallel" => self.parallel.map(|n| n.to_string()),
+            "context" => self.context.map(|n| n.to_string()),
+            "revision" => self.revision.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// The placeholders `{name}` of one token, or the first problem (an unclosed brace, an unknown name).
+pub fn placeholders(token: &str, allowed: &[&str]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = token;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return Err(format!("`{}`: unclosed `{{`", token.escape_debug()));
+        };
+        let name = &after[..close];
+        if !allowed.contains(&name) {
+            return Err(format!(
+                "`{}`: unknown placeholder `{{{}}}` (known: {})",
+                token.escape_debug(),
+                name.escape_debug(),
+                allowed.iter().map(|p| format!("{{{p}}}")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        out.push(name.to_owned());
+        rest = &after[close + 1..];
+    }
+    if rest.contains('}') {
+        return Err(format!("`{}`: unmatched `}}`", token.escape_debug()));
+    }
+    Ok(out)
+}
+
+/// One token with its placeholders filled; None when one of them has no value (the caller leaves it out).
+pub fn fill_token(token: &str, fill: &Fill) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = token;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after.find('}')?;
+        out.push_str(&fill.value(&after[..close])?);
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// The argv after the program for `template` (a kind's or a server's own `launch`), then the kind's parallel,
+/// context and revision fragments where the fill has them. A template token whose placeholder has no value is an
+/// error of the manifest, caught when it is read ([`placeholders`] with the fill's names).
+pub fn launch_argv(kind: Option<&Kind>, template: &[String], fill: &Fill) -> Vec<String> {
+    let mut argv: Vec<String> = template.iter().filter_map(|t| fill_token(t, fill)).collect();
+    if let Some(k) = kind {
+        for (fragment, set) in [
+            (k.parallel, fill.parallel.is_some()),
+            (k.context, fill.context.is_some()),
+            (k.revision, fill.revision.is_some()),
+        ] {
+            if set {
+                argv.extend(fragment.iter().filter_map(|t| fill_token(t, fill)));
+            }
+        }
+    }
+    argv
+}
+
+/// The kind's environment with its placeholders filled; variables whose value has no fill are left out.
+pub fn launch_environment(kind: &Kind, fill: &Fill) -> Vec<(String, String)> {
+    kind.environment.iter().filter_map(|(k, v)| Some(((*k).to_owned(), fill_token(v, fill)?))).collect()
+}
+
+/// The template a kind starts `form` with.
+pub fn template(kind: &Kind, form: ModelForm) -> Vec<String> {
+    let t = match (form, kind.launch_file) {
+        (ModelForm::File, Some(f)) => f,
+        _ => kind.launch,
+    };
+    t.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fill() -> Fill {
+        Fill {
+            model: "/m/model.gguf".into(),
+            model_file: Some(("/m".into(), "model.gguf".into())),
+            host: "127.0.0.1".into(),
+            port: 8000,
+            parallel: Some(4),
+            context: Some(4096),
+            revision: None,
+        }
+    }
+
+    #[test]
+    fn every_kind_is_well_formed() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in KINDS {
+            assert!(seen.insert(k.name), "{} twice", k.name);
+            assert!(find(k.name) == Some(k));
+            assert!(k.health_path.starts_with('/'), "{}", k.name);
+            assert!(k.describe.iter().chain(k.metrics_path.iter()).all(|p| p.starts_with('/')), "{}", k.name);
+            assert!(!k.models.is_empty(), "{}", k.name);
+            let all = ["model", "model_dir", "model_file", "host", "port", "parallel", "context", "revision"];
+            let tokens = k.launch.iter().chain(k.launch_file.unwrap_or(&[])).chain(k.parallel).chain(k.context);
+            for t in tokens.chain(k.revision).chain(k.environment.iter().map(|(_, v)| v)) {
+                placeholders(t, &all).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            }
+            // The host and the port always reach the server, by argv or environment.
+            let text = format!("{:?} {:?}", k.launch, k.environment);
+            assert!(text.contains("{host}") && text.contains("{port}"), "{}", k.name);
+            // A kind that takes a file has a template with the model in it.
+            let with_model = format!("{:?}", template(k, ModelForm::File));
+            assert!(with_model.contains("{model") || k.models == [ModelForm::Hub], "{}", k.name);
+        }
+        assert_eq!(names().last(), Some(&"custom"));
+        assert!(find("custom").is_none() && find("VLLM").is_none());
+    }
+
+    #[test]
+    fn launch_argv_per_kind() {
+        let argv = |name: &str| {
+            let k = find(name).unwrap();
+            let form = if k.models.contains(&ModelForm::File) { ModelForm::File } else { ModelForm::Dir };
+            launch_argv(Some(k), &template(k, form), &fill()).join(" ")
+        };
+        assert_eq!(argv("llama.cpp"), "-m /m/model.gguf --host 127.0.0.1 --port 8000 -np 4 -c 4096");
+        assert_eq!(
+            argv("vllm"),
+            "serve /m/model.gguf --host 127.0.0.1 --port 8000 --max-num-seqs 4 --max-model-len 4096"
+        );
+        assert_eq!(
+            argv("sglang"),
+            "-m sglang.launch_server --model-path /m/model.gguf --host 127.0.0.1 --port 8000 --max-running-requests 4 \
+             --context-length 4096"
+        );
+        assert_eq!(
+            argv("tgi"),
+            "--model-id /m/model.gguf --hostname 127.0.0.1 --port 8000 --max-concurrent-requests 4 --max-total-tokens 4096"
+        );
+        assert_eq!(argv("trtllm"), "/m/model.gguf --host 127.0.0.1 --port 8000 --max_batch_size 4 --max_seq_len 4096");
+        assert_eq!(argv("ollama"), "serve");
+        assert_eq!(
+            argv("mistralrs"),
+            "serve --host 127.0.0.1 -p 8000 -m /m -f model.gguf --max-seqs 4 --max-seq-len 4096"
+        );
+        let ollama = launch_environment(find("ollama").unwrap(), &fill());
+        assert_eq!(
+            ollama,
+            vec![
+                ("OLLAMA_HOST".to_owned(), "127.0.0.1:8000".to_owned()),
+                ("OLLAMA_NUM_PARALLEL".to_owned(), "4".to_owned()),
+                ("OLLAMA_CONTEXT_LENGTH".to_owned(), "4096".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn unset_fragments_and_revisions() {
+        let k = find("vllm").unwrap();
+        let f =
+            Fill { parallel: None, context: None, revision: Some("abc123".into()), model: "org/m".into(), ..fill() };
+        assert_eq!(
+            launch_argv(Some(k), &template(k, ModelForm::Hub), &f).join(" "),
+            "serve org/m --host 127.0.0.1 --port 8000 --revision abc123"
+        );
+        let env = launch_environment(find("ollama").unwrap(), &Fill { parallel: None, ..fill() });
+        assert!(env.iter().all(|(k, _)| k != "OLLAMA_NUM_PARALLEL"), "{env:?}");
+    }
+
+    #[test]
+    fn placeholders_are_checked() {
+        assert_eq!(placeholders("--port={port}", PLACEHOLDERS).unwrap(), vec!["port"]);
+        assert!(placeholders("{modle}", PLACEHOLDERS).unwrap_err().contains("unknown placeholder `{modle}`"));
+        assert!(placeholders("{model", PLACEHOLDERS).unwrap_err().contains("unclosed"));
+        assert!(placeholders("model}", PLACEHOLDERS).unwrap_err().contains("unmatched"));
+        assert!(placeholders("plain", PLACEHOLDERS).unwrap().is_empty());
+    }
+}
