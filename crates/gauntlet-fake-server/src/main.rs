@@ -31,6 +31,10 @@
 //!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, else a
 //!                           candidate 4.95 nats below
 //!   --state-file PATH       counts this server's starts (for `--diverge restart`)
+//!   --request-log FILE      append the `--tag` value and the last user message, one line per chat request, so that
+//!                           a test sees the order in which several servers were asked
+//!   --proxy-to URL          be a delaying proxy to a real server at http://HOST:PORT instead (see `proxy.rs`)
+//!   --event-delay-us N      with --proxy-to: each streamed event N µs later than the last one's delay (cumulative)
 //!
 //! A request with `logprobs: true` gets llama.cpp's `logprobs.content` (one token per word: a stable id, the text,
 //! its bytes, a logprob and `top_logprobs` up to `top_logprobs`), streamed or not.
@@ -43,6 +47,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+mod proxy;
 
 #[derive(Default)]
 struct Config {
@@ -66,6 +72,10 @@ struct Config {
     state_file: Option<String>,
     /// Earlier starts counted in the state file.
     earlier_starts: u32,
+    tag: String,
+    request_log: Option<String>,
+    proxy_to: Option<String>,
+    event_delay_us: u64,
 }
 
 fn parse_args() -> Config {
@@ -78,9 +88,13 @@ fn parse_args() -> Config {
                 println!("gauntlet-fake-server {}", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
             }
-            "-m" | "--model" | "--tag" => {
+            "-m" | "--model" => {
                 val();
             }
+            "--tag" => c.tag = val(),
+            "--request-log" => c.request_log = Some(val()),
+            "--proxy-to" => c.proxy_to = Some(val()),
+            "--event-delay-us" => c.event_delay_us = val().parse().unwrap_or_else(|_| die("bad --event-delay-us")),
             "--host" => c.host = val(),
             "--port" => c.port = val().parse().unwrap_or_else(|_| die("bad --port")),
             "--answers" => {
@@ -138,6 +152,9 @@ fn main() {
         eprintln!("fake-server: lifetime over, exiting");
         std::process::exit(0);
     });
+    if let Some(upstream) = &c.proxy_to {
+        proxy::serve(&c.host, c.port, upstream, Duration::from_micros(c.event_delay_us));
+    }
     if c.escaper {
         escape(lifetime);
     }
@@ -297,6 +314,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         .unwrap_or("")
         .to_owned();
     let warmup = last_user == "Say hello.";
+    if let Some(log) = &c.request_log {
+        let line = format!("{} {}\n", c.tag, last_user.replace('\n', " "));
+        // One write per line on an O_APPEND file: lines of several servers never interleave.
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
     let stream_mode = req["stream"].as_bool().unwrap_or(false);
     let mut answer = c
         .answers

@@ -15,7 +15,7 @@
 //!   a false call over all looks stays below `alpha`; the interval at each look is at `1 − alpha / looks` too.
 
 use gauntlet_schema::bench::{Better, Call};
-use serde::{Deserialize, Serialize};
+pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules};
 
 use super::power::minimum_detectable_effect;
 use super::stats::{self, Rng};
@@ -24,12 +24,6 @@ use super::stats::{self, Rng};
 pub const EXACT_MAX: usize = 60;
 /// Pairs between two looks after the first.
 pub const LOOK_EVERY: usize = 4;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Member {
-    A,
-    B,
-}
 
 /// The order of each pair: ABBA / BAAB blocks.
 pub fn order(pairs: usize) -> Vec<[Member; 2]> {
@@ -116,55 +110,6 @@ pub fn median_interval(values: &[f64], resamples: usize, confidence: f64, seed: 
     medians.sort_by(f64::total_cmp);
     let tail = (1.0 - confidence) / 2.0;
     Some((stats::percentile(&medians, tail)?, stats::percentile(&medians, 1.0 - tail)?))
-}
-
-/// The rules of a paired comparison; recorded with it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PairedRules {
-    /// Relative changes within ±noise_band are not changes: a call needs the whole interval beyond it.
-    pub noise_band: f64,
-    /// "No change" needs the whole interval within ±equivalence: it rules out a change larger than that.
-    pub equivalence: f64,
-    /// The false-alarm rate over every look together.
-    pub alpha: f64,
-    pub resamples: usize,
-    pub seed: u64,
-}
-
-impl Default for PairedRules {
-    /// The noise band is the bench's (1.5 %): a smaller change is not worth a call even when measured. The
-    /// equivalence margin is 5 %: "no change" means a change larger than 5 % is ruled out.
-    fn default() -> PairedRules {
-        let bench = stats::Rules::default();
-        PairedRules {
-            noise_band: bench.noise_band,
-            equivalence: 0.05,
-            alpha: bench.alpha,
-            resamples: bench.resamples,
-            seed: bench.seed,
-        }
-    }
-}
-
-/// One metric's verdict on the pairs so far.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MetricVerdict {
-    pub metric: String,
-    pub better: Better,
-    pub pairs: usize,
-    /// exp(median log ratio) − 1: B's typical change against A.
-    pub median_change: f64,
-    /// The bootstrap interval of that change at `confidence`.
-    pub interval: (f64, f64),
-    pub confidence: f64,
-    pub p_value: Option<f64>,
-    /// The level this look tested at (alpha / looks).
-    pub alpha: f64,
-    /// The smallest relative change this comparison detects with 80 % power (from the mean log ratio's standard
-    /// error); `None` below two pairs.
-    pub mde: Option<f64>,
-    pub call: Call,
-    pub why: String,
 }
 
 /// Judges one metric from its per-pair log ratios `ln(B / A)`, testing at `alpha_look`. `None` without a ratio.

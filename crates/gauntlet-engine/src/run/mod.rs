@@ -11,7 +11,8 @@ pub use bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload, confirm, read_bench, read_corpus, run_bench, write_bench,
 };
-pub(crate) use bench::{assess, level, measure, to_timeline};
+pub(crate) use bench::{Ways, assess, level, measure, run_batch, to_timeline};
+pub mod paired;
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, new_case_record};
 pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};
