@@ -73,7 +73,8 @@ fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<
     let (status, headers) = read_head(&mut up)?;
     let content_type = header(&headers, "content-type").unwrap_or("application/json").to_owned();
     let chunked = header(&headers, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-    if !chunked {
+    let streamed = chunked || content_type.starts_with("text/event-stream");
+    if !streamed {
         let mut answer = Vec::new();
         match header(&headers, "content-length").and_then(|v| v.parse::<usize>().ok()) {
             Some(n) => {
@@ -97,24 +98,10 @@ fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<
     )?;
     let mut pending: Vec<u8> = Vec::new();
     let mut k: u32 = 0;
-    loop {
-        let mut size_line = String::new();
-        if up.read_line(&mut size_line)? == 0 {
-            break;
-        }
-        let size = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or(""), 16)
-            .map_err(|_| std::io::Error::other("bad chunk size"))?;
-        if size == 0 {
-            break;
-        }
-        if size > BODY_CAP {
-            return Err(std::io::Error::other("chunk too large"));
-        }
-        let mut chunk = vec![0u8; size + 2];
-        up.read_exact(&mut chunk)?;
-        chunk.truncate(size);
+    // The answer's bytes as they come: chunk by chunk (chunked framing), or read by read (closed at the end).
+    while let Some(piece) = if chunked { next_chunk(&mut up)? } else { next_read(&mut up)? } {
         let arrived = Instant::now();
-        pending.extend_from_slice(&chunk);
+        pending.extend_from_slice(&piece);
         // Forward every complete event ("…\n\n"), each held until its turn.
         while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
             let event: Vec<u8> = pending.drain(..end + 2).collect();
@@ -134,6 +121,34 @@ fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<
         write_chunk(&mut client, &pending)?;
     }
     client.write_all(b"0\r\n\r\n")
+}
+
+/// The next chunk's data of a chunked body; `None` at its end.
+fn next_chunk(up: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
+    let mut size_line = String::new();
+    if up.read_line(&mut size_line)? == 0 {
+        return Ok(None);
+    }
+    let size = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or(""), 16)
+        .map_err(|_| std::io::Error::other("bad chunk size"))?;
+    if size == 0 {
+        return Ok(None);
+    }
+    if size > BODY_CAP {
+        return Err(std::io::Error::other("chunk too large"));
+    }
+    let mut chunk = vec![0u8; size + 2];
+    up.read_exact(&mut chunk)?;
+    chunk.truncate(size);
+    Ok(Some(chunk))
+}
+
+/// The next read of a body that ends when the server closes; `None` at its end.
+fn next_read(up: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; 64 << 10];
+    let n = up.read(&mut buf)?;
+    buf.truncate(n);
+    Ok((n > 0).then_some(buf))
 }
 
 fn write_chunk(client: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {

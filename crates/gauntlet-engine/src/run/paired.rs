@@ -200,9 +200,19 @@ pub fn run_paired(
     let mut load_failed = false;
     if options.mode == PairedMode::Both {
         for m in [Member::A, Member::B] {
-            let s = open(m, profiles[slot(m)], out_dir, &rt, reporter, &mut ledger, workload, &extra)?;
-            load_failed |= s.is_none();
-            servers[slot(m)] = s;
+            match open(m, profiles[slot(m)], out_dir, &rt, reporter, &mut ledger, workload, &extra) {
+                Ok(s) => {
+                    load_failed |= s.is_none();
+                    servers[slot(m)] = s;
+                }
+                Err(e) => {
+                    // B could not be opened (a busy GPU, …): A's server is stopped before the error goes up.
+                    if let Some(s) = servers[0].take() {
+                        close(Member::A, a, s.session, &mut ledger);
+                    }
+                    return Err(e);
+                }
+            }
         }
     }
     let mut pairs: Vec<Pair> = Vec::new();

@@ -143,3 +143,87 @@ fn paired_bench_alternates_servers_when_the_manifest_says_they_cannot_share() {
     // Never both up at once: a port conflict would have failed a load; the log holds each server's requests.
     assert!(record["problems"].as_array().unwrap().is_empty(), "{text}");
 }
+
+/// Kills and reaps a process the test started, however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The delaying proxy in front of one fake server: a profile through the proxy adding 2 ms to every streamed word of
+/// a 4 ms server (+50 %) is a decode regression against one through a zero-delay proxy; a twin through another
+/// zero-delay proxy is not. (The proxy's own hop is not free: against the server direct, even a zero-delay proxy
+/// costs TTFT, so both sides of a comparison go through one.)
+#[test]
+fn paired_bench_through_the_delaying_proxy_sees_its_slowdown_and_not_the_proxy_itself() {
+    let f = Fixture::new("paired-proxy");
+    f.write();
+    let answers = f.path().join("answers-paced.json");
+    let text = serde_json::json!({"__token_delay_ms": "4", "": answer("word")});
+    std::fs::write(&answers, text.to_string()).unwrap();
+    let start = |args: &[&str]| -> (Reaped, u16) {
+        let port = free_port();
+        let child = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+            .args(["--port", &port.to_string(), "--tag", &f.tag, "--lifetime-s", "60"])
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "nothing listens on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (Reaped(child), port)
+    };
+    let (server, port) = start(&["--answers", answers.to_str().unwrap()]);
+    let upstream = format!("http://127.0.0.1:{port}");
+    let (slow_proxy, slow) = start(&["--proxy-to", &upstream, "--event-delay-us", "2000"]);
+    let (twin_proxy, twin) = start(&["--proxy-to", &upstream, "--event-delay-us", "0"]);
+    let (base_proxy, base) = start(&["--proxy-to", &upstream, "--event-delay-us", "0"]);
+    let mut text = "version = 1\n".to_owned();
+    for (name, p) in [("base", base), ("slow", slow), ("twin", twin)] {
+        text.push_str(&format!(
+            "[profiles.{name}]\nbase_url = \"http://127.0.0.1:{p}\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\n\
+             request_timeout = \"5s\"\n[profiles.{name}.bench]\nmax_tokens = 40\nwarmups = 1\n"
+        ));
+    }
+    let manifest = f.path().join("proxy.toml");
+    std::fs::write(&manifest, text).unwrap();
+    let run = |b: &str, out: &str| {
+        let out = f.path().join(out);
+        let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--profile", b, "--paired-with", "base"];
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--pairs", "8", "--out", out.to_str().unwrap()]);
+        let o = gauntlet(&args, &[], Duration::from_secs(120));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        let record: serde_json::Value = std::fs::read_to_string(out.join("paired.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| panic!("no paired.json\n{text}"));
+        (o.status.code(), text, record)
+    };
+    let (code, text, record) = run("slow", "slow");
+    let decode = call(&record, "decode_tokens_per_second");
+    assert_eq!(decode["call"], "regression", "{text}");
+    // 4 ms per word becomes 6: decode at 2/3 of the direct one at most (on a busy machine the server's own sleeps
+    // stretch and the 2 ms are a smaller share of them).
+    let change = decode["median_change"].as_f64().unwrap();
+    assert!((-0.45..-0.05).contains(&change), "{decode}");
+    assert_eq!(code, Some(1), "{text}");
+    // Every word reached the client through the proxy, framed as events.
+    let tokens = record["pairs"][0]["b"]["completion_tokens"].as_u64();
+    let events = record["pairs"][0]["b"]["events"].as_array().unwrap().len();
+    assert!(events >= 40, "{tokens:?} {events}");
+    let (code, text, record) = run("twin", "twin");
+    for m in record["metrics"].as_array().unwrap() {
+        assert_ne!(m["call"], "regression", "{m}\n{text}");
+    }
+    assert_ne!(code, Some(1), "{text}");
+    drop((server, slow_proxy, twin_proxy, base_proxy));
+    assert_no_survivors(&f.tag);
+}
