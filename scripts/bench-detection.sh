@@ -15,13 +15,19 @@
 # A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
 # Writes target/detection.csv (one row per run) and prints the table.
 #   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
-#   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)
+#   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-cargo build --release --locked -q -p gauntlet -p gauntlet-fake-server
-bin=$repo/target/release/gauntlet
-proxy_bin=$repo/target/release/gauntlet-fake-server
+# GAUNTLET_DETECT_BUILD=debug uses the debug binaries (no release build on a busy machine).
+build=${GAUNTLET_DETECT_BUILD:-release}
+if [ "$build" = release ]; then
+  cargo build --release --locked -q -p gauntlet -p gauntlet-fake-server
+else
+  cargo build --locked -q -p gauntlet -p gauntlet-fake-server
+fi
+bin=$repo/target/$build/gauntlet
+proxy_bin=$repo/target/$build/gauntlet-fake-server
 home=${GAUNTLET_HOME:-$HOME/.cache/gauntlet}
 model=$home/models/SmolLM2-135M-Instruct.Q4_1.gguf
 server_bin=$home/bin/xllamacpp-server
