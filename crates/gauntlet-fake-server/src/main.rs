@@ -34,6 +34,10 @@
 //!   --dialect NAME          speak one engine's wire shapes: llama.cpp | vllm | sglang | tgi | trtllm | ollama
 //!                           (health, models, stream chunks, usage, reasoning, tool calls, errors; see dialect.rs);
 //!                           the faults above do not apply then
+//!   --request-log FILE      append the `--tag` value and the last user message, one line per chat request, so that
+//!                           a test sees the order in which several servers were asked
+//!   --proxy-to URL          be a delaying proxy to a real server at http://HOST:PORT instead (see `proxy.rs`)
+//!   --event-delay-us N      with --proxy-to: each streamed event N µs later than the last one's delay (cumulative)
 //!
 //! Attached-server modes (`--pose`, `--models`, `--no-health`, `--fault hang-after`): see `attach_modes.rs`.
 //!
@@ -51,6 +55,7 @@ use serde_json::{Value, json};
 
 mod attach_modes;
 mod dialect;
+mod proxy;
 
 #[derive(Default)]
 struct Config {
@@ -76,6 +81,10 @@ struct Config {
     /// Earlier starts counted in the state file.
     earlier_starts: u32,
     dialect: Option<dialect::Dialect>,
+    tag: String,
+    request_log: Option<String>,
+    proxy_to: Option<String>,
+    event_delay_us: u64,
 }
 
 fn parse_args() -> Config {
@@ -88,9 +97,13 @@ fn parse_args() -> Config {
                 println!("gauntlet-fake-server {}", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
             }
-            "-m" | "--model" | "--tag" => {
+            "-m" | "--model" => {
                 val();
             }
+            "--tag" => c.tag = val(),
+            "--request-log" => c.request_log = Some(val()),
+            "--proxy-to" => c.proxy_to = Some(val()),
+            "--event-delay-us" => c.event_delay_us = val().parse().unwrap_or_else(|_| die("bad --event-delay-us")),
             "--host" => c.host = val(),
             "--port" => c.port = val().parse().unwrap_or_else(|_| die("bad --port")),
             "--answers" => {
@@ -156,6 +169,9 @@ fn main() {
         eprintln!("fake-server: lifetime over, exiting");
         std::process::exit(0);
     });
+    if let Some(upstream) = &c.proxy_to {
+        proxy::serve(&c.host, c.port, upstream, Duration::from_micros(c.event_delay_us));
+    }
     if c.escaper {
         escape(lifetime);
     }
@@ -326,6 +342,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let last_user = last_user_message(&req);
     let warmup = last_user == "Say hello.";
+    if let Some(log) = &c.request_log {
+        let line = format!("{} {}\n", c.tag, last_user.replace('\n', " "));
+        // One write per line on an O_APPEND file: lines of several servers never interleave.
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
     let stream_mode = req["stream"].as_bool().unwrap_or(false);
     let mut answer = c
         .answers

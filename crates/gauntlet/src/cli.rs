@@ -208,6 +208,14 @@ pub(crate) struct BenchArgs {
     /// shows it too; otherwise the result is inconclusive.
     #[arg(long)]
     pub(crate) confirm: bool,
+    /// Paired A/B: measure this profile (B) against profile A in the same minutes, one request at a time in ABBA
+    /// order with the same prompt for both, into paired.json. `--baseline` and `--confirm` do not apply.
+    #[arg(long, value_name = "A", conflicts_with_all = ["baseline", "confirm"])]
+    pub(crate) paired_with: Option<String>,
+    /// The most pairs a paired bench measures; it stops earlier at a look where every metric is decided.
+    /// Default 20.
+    #[arg(long, value_name = "N", requires = "paired_with")]
+    pub(crate) pairs: Option<usize>,
     #[arg(long, value_name = "DIR")]
     pub(crate) out: Option<PathBuf>,
     #[arg(long)]

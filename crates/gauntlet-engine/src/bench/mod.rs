@@ -2,5 +2,6 @@
 //! with a baseline. Pure functions, tested alone; the workload driver and the command are `crate::run::bench`.
 
 pub mod metrics;
+pub mod paired;
 pub mod power;
 pub mod stats;

@@ -89,7 +89,7 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
 }
 
 /// Φ(z) through erf (Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7).
-fn normal_cdf(z: f64) -> f64 {
+pub(crate) fn normal_cdf(z: f64) -> f64 {
     let x = z.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly =

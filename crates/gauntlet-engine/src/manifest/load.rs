@@ -70,6 +70,9 @@ pub struct Profile {
     pub qualify: super::qualify::QualifySettings,
     /// `gauntlet bench`'s workload (`[profiles.P.bench]`), defaults when absent; flags override it.
     pub bench: gauntlet_schema::bench::Workload,
+    /// `[profiles.P.bench] paired = "alternate"`: in a paired bench this profile's server cannot share the device
+    /// with the other's, so the two run one at a time (`"both"`, the default: both up at once).
+    pub paired_alternate: bool,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
     /// The server's wire dialect (`dialect = "vllm"`; `llama.cpp` when not told), one of [`DIALECTS`]: its thinking
@@ -821,6 +824,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         }),
     };
     let bench = super::qualify::read_bench_workload(p, &r, root);
+    let paired_alternate = super::qualify::read_bench_paired(p, &r);
     let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
     qualify.monitor.require_rss = !attach;
     if p.errors.len() > errors_before {
@@ -844,6 +848,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         thresholds,
         qualify,
         bench,
+        paired_alternate,
         features: declared,
         dialect,
         extra_body,

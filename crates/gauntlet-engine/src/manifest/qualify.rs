@@ -270,7 +270,13 @@ fn read_slo(p: &mut Problems, b: &Reader) -> Option<gauntlet_schema::bench::Slo>
 /// `[profiles.P.bench]`: the workload `gauntlet bench` runs when its flags do not say otherwise, with `prompts`, a
 /// JSONL corpus (relative to the manifest) of `{"prompt": "…"}` lines, instead of the built-in prompts.
 pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> Workload {
-    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), &["prompts", "rate", "seed", "slo"]);
+    let mut w = workload_with(
+        p,
+        r,
+        "bench",
+        Workload::new(vec![1, 2], 64, 1, 5),
+        &["prompts", "rate", "seed", "slo", "paired"],
+    );
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
     w.slo = read_slo(p, &b);
@@ -296,6 +302,20 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
         }
     }
     w
+}
+
+/// `[profiles.P.bench] paired`: `"both"` (default) or `"alternate"`; true for alternate.
+pub(crate) fn read_bench_paired(p: &mut Problems, r: &Reader) -> bool {
+    let Some(t) = r.table_of(p, "bench") else { return false };
+    let b = Reader::new(t, r.at("bench"));
+    match b.string(p, "paired").as_deref() {
+        None | Some("both") => false,
+        Some("alternate") => true,
+        Some(other) => {
+            p.error(&b.at("paired"), format!("`{other}`: expected \"both\" or \"alternate\""));
+            false
+        }
+    }
 }
 
 pub(crate) fn read_qualify(

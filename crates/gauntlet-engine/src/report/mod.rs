@@ -3,7 +3,7 @@
 mod github;
 pub mod html;
 pub(crate) mod junit;
-mod markdown;
+pub(crate) mod markdown;
 pub mod merge;
 
 pub use github::{annotation as github_annotation, annotations as github_annotations};

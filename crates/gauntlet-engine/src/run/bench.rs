@@ -228,7 +228,7 @@ pub(crate) async fn measure(
                     Ways::Reqwest(client)
                 }
             };
-            let (batch, kept) = run_batch(ways, profile, workload, c, i).await;
+            let (batch, kept) = run_batch(ways, profile, workload, c, i, &Default::default()).await;
             pool = kept;
             if i >= workload.warmups {
                 fold.add(batch, spill.as_deref_mut());
@@ -463,7 +463,7 @@ impl LevelFold {
 }
 
 /// How a batch's requests go out: on the pool of the lean, kernel-stamped client, or through reqwest.
-enum Ways<'a> {
+pub(crate) enum Ways<'a> {
     Wire(&'a Endpoint, Vec<Conn>),
     Reqwest(&'a Client),
 }
@@ -475,20 +475,32 @@ enum Route {
 }
 
 /// One batch: `c` requests released together (closed loop) or on their seeded arrivals (open loop), each its own
-/// task; the batch ends when the last ends. Gives back the connections that can carry another request.
-async fn run_batch(mut ways: Ways<'_>, profile: &Profile, w: &Workload, c: usize, index: usize) -> (Batch, Vec<Conn>) {
+/// task; the batch ends when the last ends. Gives back the connections that can carry another request. `extra`
+/// fields go into every request body (a paired bench's `ignore_eos`).
+pub(crate) async fn run_batch(
+    mut ways: Ways<'_>,
+    profile: &Profile,
+    w: &Workload,
+    c: usize,
+    index: usize,
+    extra: &serde_json::Map<String, Value>,
+) -> (Batch, Vec<Conn>) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let bodies: Vec<Value> = (0..c)
         .map(|i| {
-            json!({
+            let mut body = json!({
                 "model": profile.request_model,
                 "messages": [{"role": "user", "content": w.prompt(index * c + i)}],
                 "max_tokens": w.max_tokens,
                 "temperature": 0,
                 "stream": true,
                 "stream_options": {"include_usage": true},
-            })
+            });
+            if let Value::Object(m) = &mut body {
+                m.extend(extra.clone());
+            }
+            body
         })
         .collect();
     let in_flight = Arc::new(AtomicUsize::new(0));

@@ -13,7 +13,8 @@ pub use bench::{
     Spreads, Workload, between_session_spreads, confirm, read_bench, read_corpus, recorded_spreads, run_bench,
     write_bench,
 };
-pub(crate) use bench::{assess, level, measure, to_timeline};
+pub(crate) use bench::{Ways, assess, level, measure, run_batch, to_timeline};
+pub mod paired;
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, case_request, new_case_record};
 pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};

@@ -32,6 +32,9 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     if let Some(problem) = gauntlet_engine::manifest::workload_problem(&workload) {
         return Err(Failure::bad_input(problem));
     }
+    if let Some(a) = args.paired_with.as_deref() {
+        return super::paired::paired(&manifest, a, profile, workload, args.pairs, args.out);
+    }
     let identity = identity_of(&profile)?;
     let baseline = bench_baseline(args.baseline.as_deref(), &identity)?;
     let mut history = Vec::new();

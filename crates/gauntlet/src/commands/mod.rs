@@ -10,6 +10,7 @@ pub(crate) mod compare;
 pub(crate) mod completions;
 pub(crate) mod doctor;
 pub(crate) mod init;
+pub(crate) mod paired;
 pub(crate) mod plan;
 pub(crate) mod qualify;
 pub(crate) mod report;

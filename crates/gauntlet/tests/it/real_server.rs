@@ -10,6 +10,7 @@ use crate::common::{Run, finish, free_port, gauntlet, processes_tagged, render_i
 use serde_json::Value;
 
 mod netfault;
+mod paired;
 
 fn home() -> PathBuf {
     std::env::var_os("GAUNTLET_HOME")

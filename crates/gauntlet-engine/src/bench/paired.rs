@@ -1,0 +1,311 @@
+//! Paired A/B statistics: two servers measured in the same minutes, request by request, so that the drift of a
+//! shared machine hits both members of a pair and cancels in their ratio.
+//!
+//! - Order: pair `i` runs A then B when `i` is even, B then A when odd (ABBA / BAAB blocks), the same prompt for
+//!   both members, so that a trend within the run favours neither side.
+//! - Per pair and metric, the log ratio `ln(B / A)`.
+//! - Test: the two-sided Wilcoxon signed-rank test on the log ratios; zeros dropped (Wilcoxon's convention), tied
+//!   magnitudes given their average rank. Exact (the distribution of the rank sum enumerated, ties included) up to
+//!   [`EXACT_MAX`] non-zero ratios, normal approximation with tie and continuity correction above.
+//! - Interval: a seeded percentile bootstrap of the median log ratio, reported as a relative change `exp(x) − 1`.
+//! - MDE: `power::minimum_detectable_effect` of the mean log ratio's standard error (sample sd / √n), as a relative
+//!   change.
+//! - Sequential stopping: looks at a fixed schedule ([`looks`]: the minimum number of pairs, then every
+//!   [`LOOK_EVERY`] pairs, and the last pair). Each look tests at `alpha / looks` (Bonferroni), so the chance of
+//!   a false call over all looks stays below `alpha`; the interval at each look is at `1 − alpha / looks` too.
+
+use gauntlet_schema::bench::{Better, Call};
+pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules};
+
+use super::power::minimum_detectable_effect;
+use super::stats::{self, Rng};
+
+/// Above this many non-zero ratios the signed-rank p-value is the normal approximation.
+pub const EXACT_MAX: usize = 60;
+/// Pairs between two looks after the first.
+pub const LOOK_EVERY: usize = 4;
+
+/// The order of each pair: ABBA / BAAB blocks.
+pub fn order(pairs: usize) -> Vec<[Member; 2]> {
+    (0..pairs).map(|i| if i % 2 == 0 { [Member::A, Member::B] } else { [Member::B, Member::A] }).collect()
+}
+
+/// The pair counts at which the statistics are looked at: `min_pairs` (at most `max_pairs`), then every
+/// [`LOOK_EVERY`] pairs, and `max_pairs`.
+pub fn looks(min_pairs: usize, max_pairs: usize) -> Vec<usize> {
+    let max = max_pairs.max(1);
+    let mut out: Vec<usize> = (min_pairs.clamp(1, max)..max).step_by(LOOK_EVERY).collect();
+    out.push(max);
+    out
+}
+
+/// Two-sided p-value of the Wilcoxon signed-rank test that the differences are symmetric about zero. `None` when
+/// no difference is non-zero (or one is not a number): there is nothing to rank.
+pub fn signed_rank_p(differences: &[f64]) -> Option<f64> {
+    if differences.iter().any(|d| !d.is_finite()) {
+        return None;
+    }
+    let mut d: Vec<f64> = differences.iter().copied().filter(|x| *x != 0.0).collect();
+    if d.is_empty() {
+        return None;
+    }
+    d.sort_by(|x, y| x.abs().total_cmp(&y.abs()));
+    let n = d.len();
+    // Doubled ranks are integers even for average ranks of ties: rank of i..=j (0-based) is (i + j) / 2 + 1.
+    let mut doubled = vec![0usize; n];
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && d[j + 1].abs() == d[i].abs() {
+            j += 1;
+        }
+        for r in &mut doubled[i..=j] {
+            *r = i + j + 2;
+        }
+        let t = (j - i + 1) as f64;
+        tie_term += t.powi(3) - t;
+        i = j + 1;
+    }
+    let plus: usize = d.iter().zip(&doubled).filter(|(x, _)| **x > 0.0).map(|(_, r)| r).sum();
+    let total: usize = doubled.iter().sum();
+    if n <= EXACT_MAX {
+        // Number of sign patterns giving each doubled positive-rank sum, as f64 (2^60 is exact enough here).
+        let mut ways = vec![0.0f64; total + 1];
+        ways[0] = 1.0;
+        for &r in &doubled {
+            for s in (r..=total).rev() {
+                ways[s] += ways[s - r];
+            }
+        }
+        let all: f64 = ways.iter().sum();
+        let low: f64 = ways[..=plus].iter().sum::<f64>() / all;
+        let high: f64 = ways[plus..].iter().sum::<f64>() / all;
+        return Some((2.0 * low.min(high)).min(1.0));
+    }
+    let nf = n as f64;
+    let w = plus as f64 / 2.0;
+    let mean = nf * (nf + 1.0) / 4.0;
+    let variance = nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - tie_term / 48.0;
+    if variance <= 0.0 {
+        return None;
+    }
+    let z = ((w - mean).abs() - 0.5).max(0.0) / variance.sqrt();
+    Some((2.0 * (1.0 - stats::normal_cdf(z))).clamp(0.0, 1.0))
+}
+
+/// Seeded percentile-bootstrap interval of the median of `values` at `confidence`.
+pub fn median_interval(values: &[f64], resamples: usize, confidence: f64, seed: u64) -> Option<(f64, f64)> {
+    if values.is_empty() || resamples == 0 {
+        return None;
+    }
+    let mut rng = Rng::new(seed);
+    let n = values.len();
+    let mut medians: Vec<f64> = (0..resamples)
+        .map(|_| {
+            let sample: Vec<f64> = (0..n).map(|_| values[rng.index(n)]).collect();
+            stats::percentile(&sample, 0.5).unwrap_or(0.0)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let tail = (1.0 - confidence) / 2.0;
+    Some((stats::percentile(&medians, tail)?, stats::percentile(&medians, 1.0 - tail)?))
+}
+
+/// Judges one metric from its per-pair log ratios `ln(B / A)`, testing at `alpha_look`. `None` without a ratio.
+pub fn judge(
+    metric: &str,
+    logs: &[f64],
+    better: Better,
+    rules: &PairedRules,
+    alpha_look: f64,
+) -> Option<MetricVerdict> {
+    if logs.is_empty() || logs.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let confidence = 1.0 - alpha_look;
+    let median = stats::percentile(logs, 0.5)?;
+    let (lo, hi) = median_interval(logs, rules.resamples, confidence, rules.seed)?;
+    let interval = (lo.exp_m1(), hi.exp_m1());
+    let p_value = signed_rank_p(logs);
+    let se = stats::std_sample(logs).map(|s| s / (logs.len() as f64).sqrt());
+    let mde = se.and_then(minimum_detectable_effect).map(f64::exp_m1);
+    let significant = p_value.is_some_and(|p| p < alpha_look);
+    let (worse_lo, worse_hi) = match better {
+        Better::Lower => interval,
+        Better::Higher => (-interval.1, -interval.0),
+    };
+    let pct = |x: f64| x * 100.0;
+    let p_text = p_value.map_or("p undefined (every pair equal)".to_owned(), |p| format!("p = {p:.4}"));
+    let (call, why) = if worse_lo > rules.noise_band && significant {
+        let why = format!(
+            "the whole interval is worse than the ±{:.1} % noise band and {p_text} < {alpha_look:.4}",
+            pct(rules.noise_band)
+        );
+        (Call::Regression, why)
+    } else if worse_hi < -rules.noise_band && significant {
+        let why = format!(
+            "the whole interval is better than the ±{:.1} % noise band and {p_text} < {alpha_look:.4}",
+            pct(rules.noise_band)
+        );
+        (Call::Improvement, why)
+    } else if interval.0 >= -rules.equivalence && interval.1 <= rules.equivalence {
+        (Call::NoChange, format!("the whole interval lies within ±{:.1} % ({p_text})", pct(rules.equivalence)))
+    } else {
+        let why = format!(
+            "neither a significant change beyond ±{:.1} % nor an interval within ±{:.1} % ({p_text})",
+            pct(rules.noise_band),
+            pct(rules.equivalence)
+        );
+        (Call::Inconclusive, why)
+    };
+    Some(MetricVerdict {
+        metric: metric.into(),
+        better,
+        pairs: logs.len(),
+        median_change: median.exp_m1(),
+        interval,
+        confidence,
+        p_value,
+        alpha: alpha_look,
+        mde,
+        call,
+        why,
+    })
+}
+
+/// Whether to stop after `done` pairs: at a look where every metric is decided, or at the last look.
+pub fn stop_after(done: usize, schedule: &[usize], verdicts: &[MetricVerdict]) -> bool {
+    if schedule.last().is_some_and(|last| done >= *last) {
+        return true;
+    }
+    schedule.contains(&done) && !verdicts.is_empty() && verdicts.iter().all(|v| v.call != Call::Inconclusive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signed_rank_p_values_match_the_exact_distribution() {
+        // Five positive differences: the most extreme of 2^5 sign patterns on each side, p = 2/32.
+        assert_eq!(signed_rank_p(&[1.0, 2.0, 3.0, 4.0, 5.0]), Some(0.0625));
+        // n = 8, negatives at ranks 1 and 2: W- = 3; five of 256 patterns have W- ≤ 3, p = 10/256.
+        assert_eq!(signed_rank_p(&[-0.1, -0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]), Some(0.0390625));
+        // The sign does not matter, nor a zero (dropped).
+        assert_eq!(signed_rank_p(&[0.0, 0.1, 0.2, -0.3, -0.4, -0.5, -0.6, -0.7, -0.8]), Some(0.0390625));
+        // Ties: |d| = 1, 1, 1, 2, 3 have ranks 2, 2, 2, 4, 5; one negative at rank 2: four of 32 patterns have
+        // W- ≤ 2, p = 8/32.
+        assert_eq!(signed_rank_p(&[1.0, 1.0, -1.0, 2.0, 3.0]), Some(0.25));
+        // Balanced: p = 1.
+        assert_eq!(signed_rank_p(&[1.0, -1.0]), Some(1.0));
+        assert_eq!(signed_rank_p(&[0.0, 0.0]), None);
+        assert_eq!(signed_rank_p(&[]), None);
+        assert_eq!(signed_rank_p(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn signed_rank_p_uses_the_normal_approximation_for_many_pairs() {
+        // n = 70 > EXACT_MAX, negatives at ranks 1..=20: W- = 210, mean 1242.5, variance 70·71·141/24.
+        let d: Vec<f64> = (1..=70).map(|i| if i <= 20 { -(i as f64) } else { i as f64 }).collect();
+        let (mean, var): (f64, f64) = (1242.5, 70.0 * 71.0 * 141.0 / 24.0);
+        let z = (mean - 210.0 - 0.5) / var.sqrt();
+        let p = signed_rank_p(&d).unwrap();
+        assert!((p - 2.0 * (1.0 - stats::normal_cdf(z))).abs() < 1e-12, "{p}");
+        // Against a value computed independently (erfc): n = 60 would be exact, so check the formula's z = 5.18625
+        // at n = 60 by hand instead: 2.1457e-7.
+        let z60 = (915.0 - 210.0 - 0.5) / (60.0f64 * 61.0 * 121.0 / 24.0).sqrt();
+        assert!((2.0 * (1.0 - stats::normal_cdf(z60)) - 2.1457e-7).abs() < 2e-9);
+        // Near the boundary, exact and approximate agree to a few thousandths.
+        let d60: Vec<f64> = (1..=60).map(|i| if i % 3 == 0 { -(i as f64) } else { i as f64 }).collect();
+        let exact = signed_rank_p(&d60).unwrap();
+        let n = 60.0f64;
+        let w: f64 = (1..=60).filter(|i| i % 3 != 0).map(|i| i as f64).sum();
+        let z = ((w - n * (n + 1.0) / 4.0).abs() - 0.5) / (n * (n + 1.0) * (2.0 * n + 1.0) / 24.0).sqrt();
+        assert!((exact - 2.0 * (1.0 - stats::normal_cdf(z))).abs() < 0.005, "{exact}");
+    }
+
+    #[test]
+    fn bootstrap_interval_of_the_median_is_determined_by_its_seed() {
+        let v: Vec<f64> = (0..15).map(|i| ((i * 7) % 11) as f64 / 100.0).collect();
+        let a = median_interval(&v, 2000, 0.95, 7).unwrap();
+        assert_eq!(a, median_interval(&v, 2000, 0.95, 7).unwrap(), "the same seed, the same interval");
+        assert_ne!(a, median_interval(&v, 2000, 0.5, 7).unwrap());
+        let median = stats::percentile(&v, 0.5).unwrap();
+        assert!(a.0 <= median && median <= a.1, "{a:?} around {median}");
+        assert!(a.0 >= 0.0 && a.1 <= 0.10, "within the data: {a:?}");
+        assert_eq!(median_interval(&[], 10, 0.95, 1), None);
+    }
+
+    #[test]
+    fn pairs_alternate_in_abba_blocks() {
+        use Member::{A, B};
+        assert_eq!(order(4), vec![[A, B], [B, A], [A, B], [B, A]]);
+        let flat: Vec<Member> = order(6).into_iter().flatten().collect();
+        assert_eq!(flat.iter().filter(|m| **m == A).count(), 6);
+        // Each member runs first as often as second: no position favours a side.
+        assert_eq!(order(6).iter().filter(|p| p[0] == A).count(), 3);
+    }
+
+    fn noisy(n: usize, shift: f64, seed: u64) -> Vec<f64> {
+        let mut rng = Rng::new(seed);
+        (0..n).map(|_| shift + 0.01 * rng.normal()).collect()
+    }
+
+    #[test]
+    fn calls_a_clear_regression_an_equivalence_and_says_its_mde() {
+        let rules = PairedRules::default();
+        // B's decode 12 % slower, 1 % noise per pair, 8 pairs at alpha 0.05.
+        let slow = noisy(8, (0.88f64).ln(), 3);
+        let v = judge("decode", &slow, Better::Higher, &rules, 0.05).unwrap();
+        assert_eq!(v.call, Call::Regression, "{v:?}");
+        assert!(v.p_value.unwrap() < 0.01 && (v.median_change + 0.12).abs() < 0.02, "{v:?}");
+        let mde = v.mde.unwrap();
+        assert!(mde > 0.0 && mde < 0.03, "{v:?}");
+        // The same on a lower-is-better metric is an improvement.
+        assert_eq!(judge("ttft", &slow, Better::Lower, &rules, 0.05).unwrap().call, Call::Improvement);
+        // Unchanged: the interval lies within ±5 %.
+        let same = noisy(8, 0.0, 4);
+        let v = judge("decode", &same, Better::Higher, &rules, 0.05).unwrap();
+        assert_eq!(v.call, Call::NoChange, "{v:?}");
+        // Too noisy to tell.
+        let mut rng = Rng::new(5);
+        let wild: Vec<f64> = (0..8).map(|_| 0.3 * rng.normal()).collect();
+        assert_eq!(judge("decode", &wild, Better::Higher, &rules, 0.05).unwrap().call, Call::Inconclusive);
+        // Exactly eight positive ratios give p = 2/256: not enough at a stricter per-look level.
+        let v = judge("decode", &slow, Better::Higher, &rules, 0.005).unwrap();
+        assert_eq!(v.call, Call::Inconclusive, "{v:?}");
+        assert_eq!(judge("x", &[], Better::Lower, &rules, 0.05), None);
+    }
+
+    #[test]
+    fn sequential_stopping_looks_on_a_schedule_and_stops_once_decided() {
+        assert_eq!(looks(8, 20), vec![8, 12, 16, 20]);
+        assert_eq!(looks(8, 8), vec![8]);
+        assert_eq!(looks(8, 5), vec![5]);
+        assert_eq!(looks(6, 9), vec![6, 9]);
+        let rules = PairedRules::default();
+        let run = |shift: f64, noise: f64, max: usize| -> usize {
+            let schedule = looks(8, max);
+            let alpha = rules.alpha / schedule.len() as f64;
+            let mut rng = Rng::new(11);
+            let mut logs = Vec::new();
+            loop {
+                logs.push(shift + noise * rng.normal());
+                let v = judge("decode", &logs, Better::Higher, &rules, alpha).unwrap();
+                if stop_after(logs.len(), &schedule, &[v]) {
+                    return logs.len();
+                }
+            }
+        };
+        assert_eq!(run(-0.2, 0.01, 20), 8, "a 20 % slowdown is decided at the first look");
+        assert_eq!(run(0.0, 0.3, 20), 20, "noise runs to the last pair");
+        // Stopping never happens between looks, nor with an undecided metric.
+        let undecided = judge("x", &[0.3, -0.3, 0.2], Better::Higher, &rules, 0.05).unwrap();
+        assert!(!stop_after(8, &[8, 12], std::slice::from_ref(&undecided)));
+        assert!(stop_after(12, &[8, 12], &[undecided]));
+        let decided = judge("x", &noisy(9, 0.0, 1), Better::Higher, &rules, 0.05).unwrap();
+        assert!(!stop_after(9, &[8, 12], std::slice::from_ref(&decided)), "9 is not a look");
+        assert!(stop_after(8, &[8, 12], &[decided]));
+    }
+}

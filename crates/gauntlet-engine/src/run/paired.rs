@@ -1,0 +1,454 @@
+//! `gauntlet bench --profile B --paired-with A`: one request at a time, A and B in ABBA / BAAB order with the same
+//! prompt for both members of a pair, per-pair log ratios judged by `crate::bench::paired`, stopping at the first
+//! look where every metric is decided. Writes `paired.json` (versioned: [`PAIRED_VERSION`]) and `paired.md`.
+//!
+//! Both servers are up at once (`both`), or, when `[profiles.B.bench] paired = "alternate"` says they cannot share
+//! the device, one at a time (`alternate`): the server of the next member is started when the order switches
+//! member (once per pair in ABBA order, since a pair ends with the member the next one starts with), and the
+//! previous one stopped first. Each such start costs a load, and its first request is a discarded warm-up.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
+pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, Side};
+use serde_json::{Map, Value, json};
+
+use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
+use crate::bench::metrics::{self, RequestMetrics};
+use crate::bench::paired::{self as stats, Member, MetricVerdict, PairedRules};
+use crate::client::TokenDialect;
+use crate::client::wire::{self, Conn, Endpoint};
+use crate::identity::Identity;
+use crate::manifest::Profile;
+use crate::session::{Session, SessionOptions};
+
+/// How the two servers share the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairedMode {
+    Both,
+    Alternate,
+}
+
+#[derive(Debug, Clone)]
+pub struct PairedOptions {
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    pub mode: PairedMode,
+}
+
+/// The metrics judged per pair: name, direction, and how a request's value is read.
+const METRICS: &[(&str, Better)] = &[
+    ("decode_tokens_per_second", Better::Higher),
+    ("ttft", Better::Lower),
+    ("itl_mean", Better::Lower),
+    ("e2el", Better::Lower),
+];
+
+fn value_of(m: &RequestMetrics, name: &str) -> Option<f64> {
+    match name {
+        "decode_tokens_per_second" => m.decode_tokens_per_second,
+        "ttft" => Some(m.ttft),
+        // The request's mean gap per output token: (e2el − ttft) / (n − 1), vLLM's TPOT.
+        "itl_mean" => m.tpot,
+        "e2el" => Some(m.e2el),
+        _ => None,
+    }
+    .filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Per metric, ln(B / A) of one pair; a metric missing or zero on a side is left out.
+fn log_ratios(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, f64> {
+    METRICS
+        .iter()
+        .filter_map(|(name, _)| Some(((*name).to_owned(), (value_of(b, name)? / value_of(a, name)?).ln())))
+        .collect()
+}
+
+/// One member's server and its connections.
+struct Server<'p> {
+    profile: &'p Profile,
+    session: Session,
+    endpoint: Option<Endpoint>,
+    pool: Vec<Conn>,
+}
+
+impl Server<'_> {
+    /// One streamed request with prompt `index`, on a connection opened before it was sent.
+    async fn request(&mut self, workload: &Workload, index: usize, extra: &Map<String, Value>) -> RequestRecord {
+        let client = self
+            .session
+            .client
+            .clone()
+            .timing_first()
+            .with_max_response_bytes(super::bench::response_limit(workload.max_tokens));
+        if self.endpoint.is_none() {
+            self.endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers()).await;
+        }
+        let ways = match &self.endpoint {
+            Some(ep) => {
+                let deadline = Instant::now() + self.profile.request_timeout;
+                wire::fill_pool(ep, &mut self.pool, 1, &self.profile.request_model, deadline).await;
+                Ways::Wire(ep, std::mem::take(&mut self.pool))
+            }
+            None => {
+                client.warm_connections(&self.profile.request_model, 1, self.profile.request_timeout).await;
+                Ways::Reqwest(&client)
+            }
+        };
+        let (mut batch, kept) = run_batch(ways, self.profile, workload, 1, index, extra).await;
+        self.pool = kept;
+        batch.requests.pop().unwrap_or(RequestRecord {
+            start: 0.0,
+            events: Vec::new(),
+            completion_tokens: None,
+            error: Some("no request was sent".into()),
+            connected: false,
+            text_dropped: 0,
+        })
+    }
+}
+
+/// What happened to the sessions: their stops, starts, findings and problems.
+#[derive(Default)]
+struct Ledger {
+    stops: [Vec<String>; 2],
+    starts: [usize; 2],
+    findings: Vec<gauntlet_schema::Finding>,
+    problems: Vec<String>,
+}
+
+fn slot(m: Member) -> usize {
+    match m {
+        Member::A => 0,
+        Member::B => 1,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn open<'p>(
+    member: Member,
+    profile: &'p Profile,
+    out_dir: &Path,
+    rt: &tokio::runtime::Runtime,
+    reporter: &mut dyn Reporter,
+    ledger: &mut Ledger,
+    workload: &Workload,
+    extra: &Map<String, Value>,
+) -> Result<Option<Server<'p>>, GateError> {
+    let dir = out_dir.join(match member {
+        Member::A => "a",
+        Member::B => "b",
+    });
+    let opts = SessionOptions { out_dir: &dir, ready_limit: None, built: None, announce_cases: None };
+    let session = Session::open(profile, opts, rt, reporter)?;
+    ledger.starts[slot(member)] += 1;
+    if let Err(why) = &session.load {
+        ledger.problems.push(format!("{member:?} (`{}`): the server did not load: {why}", profile.name));
+        close(member, profile, session, ledger);
+        return Ok(None);
+    }
+    let mut server = Server { profile, session, endpoint: None, pool: Vec::new() };
+    // Warm-ups, discarded: a fresh server's first answers are slower than its steady state.
+    for i in 0..workload.warmups {
+        rt.block_on(server.request(workload, i, extra));
+    }
+    Ok(Some(server))
+}
+
+fn close(member: Member, profile: &Profile, session: Session, ledger: &mut Ledger) {
+    let (closed, sentry_findings) = session.close(profile, false, &Value::Null);
+    let stop = closed.stop.as_str();
+    if stop != "terminated" && stop != "attached" {
+        ledger.problems.push(format!("{member:?} (`{}`): server stop: {stop}", profile.name));
+    }
+    ledger.stops[slot(member)].push(stop.to_owned());
+    ledger.findings.extend(closed.life.findings);
+    ledger.findings.extend(sentry_findings);
+}
+
+/// Runs the paired bench of `b` against `a` and writes `paired.json` and `paired.md` into `out_dir`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_paired(
+    a: &Profile,
+    b: &Profile,
+    identities: (&Identity, &Identity),
+    workload: &Workload,
+    options: &PairedOptions,
+    out_dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<PairedRecord, GateError> {
+    let started_at = crate::util::now_rfc3339();
+    let rules = PairedRules::default();
+    let schedule = stats::looks(options.min_pairs, options.max_pairs);
+    let alpha_look = rules.alpha / schedule.len() as f64;
+    // Equal work: the same number of decoded tokens (llama.cpp and vLLM honour `ignore_eos`), and the whole
+    // prompt prefilled by both (a shared server would otherwise answer the second member from its prompt cache).
+    let mut extra = Map::new();
+    extra.insert("ignore_eos".into(), json!(true));
+    let mut cache_body = Value::Object(Map::new());
+    let prompt_cache_off = TokenDialect::default_engine().skip_prompt_cache(&mut cache_body);
+    if let Value::Object(m) = cache_body {
+        extra.extend(m);
+    }
+    let profiles = [a, b];
+    let rt = crate::util::measuring_runtime();
+    let mut ledger = Ledger::default();
+    let mut servers: [Option<Server>; 2] = [None, None];
+    let mut load_failed = false;
+    if options.mode == PairedMode::Both {
+        for m in [Member::A, Member::B] {
+            match open(m, profiles[slot(m)], out_dir, &rt, reporter, &mut ledger, workload, &extra) {
+                Ok(s) => {
+                    load_failed |= s.is_none();
+                    servers[slot(m)] = s;
+                }
+                Err(e) => {
+                    // B could not be opened (a busy GPU, …): A's server is stopped before the error goes up.
+                    if let Some(s) = servers[0].take() {
+                        close(Member::A, a, s.session, &mut ledger);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+    let mut pairs: Vec<Pair> = Vec::new();
+    let mut verdicts: Vec<MetricVerdict> = Vec::new();
+    let mut stopped = String::new();
+    let order = stats::order(options.max_pairs);
+    'pairs: for (i, members) in order.iter().enumerate() {
+        if load_failed {
+            stopped = "a server did not load".into();
+            break;
+        }
+        let prompt = workload.warmups + i;
+        let mut got: [Option<RequestRecord>; 2] = [None, None];
+        for &m in members {
+            if servers[slot(m)].is_none() {
+                // Alternate: stop the other member's server, then start this one's.
+                let other = 1 - slot(m);
+                if let Some(s) = servers[other].take() {
+                    let other_member = if other == 0 { Member::A } else { Member::B };
+                    close(other_member, profiles[other], s.session, &mut ledger);
+                }
+                match open(m, profiles[slot(m)], out_dir, &rt, reporter, &mut ledger, workload, &extra)? {
+                    Some(s) => servers[slot(m)] = Some(s),
+                    None => {
+                        load_failed = true;
+                        stopped = "a server did not load".into();
+                        break 'pairs;
+                    }
+                }
+            }
+            let server = servers[slot(m)].as_mut().expect("opened above");
+            let record = rt.block_on(server.request(workload, prompt, &extra));
+            if server.session.exited().is_some() {
+                ledger.problems.push(format!(
+                    "{m:?} (`{}`): the server died at pair {}",
+                    profiles[slot(m)].name,
+                    i + 1
+                ));
+                got[slot(m)] = Some(record);
+                stopped = "a server died".into();
+                break 'pairs;
+            }
+            got[slot(m)] = Some(record);
+        }
+        let [Some(ra), Some(rb)] = got else { break };
+        let (ma, mb) = (metrics::request(&to_timeline(&ra, workload.max_tokens)), {
+            metrics::request(&to_timeline(&rb, workload.max_tokens))
+        });
+        let ratios = match (&ma, &mb) {
+            (Ok(x), Ok(y)) => log_ratios(x, y),
+            _ => BTreeMap::new(),
+        };
+        for (m, r) in [(Member::A, &ma), (Member::B, &mb)] {
+            if let Err(e) = r {
+                ledger.problems.push(format!("pair {}: {m:?}'s request failed: {e}", i + 1));
+            }
+        }
+        pairs.push(Pair { order: *members, prompt, a: ra, b: rb, log_ratios: ratios });
+        reporter.event(&RunEvent::Note(format!("pair {} of at most {}", pairs.len(), options.max_pairs)));
+        if ma.is_err() || mb.is_err() {
+            stopped = "a request failed".into();
+            break;
+        }
+        let done = pairs.len();
+        if schedule.contains(&done) {
+            verdicts = judge_all(&pairs, &rules, alpha_look);
+            if stats::stop_after(done, &schedule, &verdicts) {
+                stopped = if verdicts.iter().all(|v| v.call != Call::Inconclusive) {
+                    format!("every metric decided at the look after {done} pairs")
+                } else {
+                    format!("the last look ({done} pairs) left a metric undecided")
+                };
+                break;
+            }
+        }
+    }
+    for (i, s) in servers.into_iter().enumerate() {
+        if let Some(s) = s {
+            let m = if i == 0 { Member::A } else { Member::B };
+            close(m, profiles[i], s.session, &mut ledger);
+        }
+    }
+    drop(rt);
+    let failed = load_failed
+        || pairs.iter().any(|p| p.a.error.is_some() || p.b.error.is_some())
+        || ledger.findings.iter().any(|f| f.severity == gauntlet_schema::Severity::Fail)
+        || stopped == "a server died";
+    for f in ledger.findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
+        ledger.problems.push(format!("{}: {}", f.kind, f.message));
+    }
+    let calls: Vec<Call> = verdicts.iter().map(|v| v.call).collect();
+    let verdict = if failed {
+        BenchVerdict::Fail
+    } else if calls.contains(&Call::Regression) {
+        BenchVerdict::Regression
+    } else if calls.contains(&Call::Inconclusive) || calls.is_empty() {
+        BenchVerdict::Inconclusive
+    } else if calls.contains(&Call::Improvement) {
+        BenchVerdict::Improvement
+    } else {
+        BenchVerdict::Pass
+    };
+    let equal_pairs = pairs
+        .iter()
+        .filter(|p| p.a.completion_tokens.is_some() && p.a.completion_tokens == p.b.completion_tokens)
+        .count();
+    let side = |i: usize, id: &Identity| Side {
+        profile: profiles[i].name.clone(),
+        identity_digest: id.digest.clone(),
+        stops: ledger.stops[i].clone(),
+        starts: ledger.starts[i],
+    };
+    let record = PairedRecord {
+        paired_version: PAIRED_VERSION,
+        gauntlet_version: env!("CARGO_PKG_VERSION").into(),
+        started_at,
+        a: side(0, identities.0),
+        b: side(1, identities.1),
+        mode: match options.mode {
+            PairedMode::Both => "both".into(),
+            PairedMode::Alternate => "alternate".into(),
+        },
+        workload: workload.clone(),
+        min_pairs: options.min_pairs,
+        max_pairs: options.max_pairs,
+        looks: schedule,
+        rules,
+        equal_work: EqualWork { ignore_eos: true, prompt_cache_off, equal_pairs, pairs: pairs.len() },
+        pairs,
+        metrics: verdicts,
+        stopped,
+        verdict,
+        problems: ledger.problems,
+        findings: ledger.findings,
+    };
+    write_paired(&record, out_dir)?;
+    Ok(record)
+}
+
+fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64) -> Vec<MetricVerdict> {
+    METRICS
+        .iter()
+        .filter_map(|(name, better)| {
+            let logs: Vec<f64> = pairs.iter().filter_map(|p| p.log_ratios.get(*name).copied()).collect();
+            stats::judge(name, &logs, *better, rules, alpha_look)
+        })
+        .collect()
+}
+
+/// Writes `paired.json` and `paired.md` into `out_dir`, each atomically.
+pub fn write_paired(record: &PairedRecord, out_dir: &Path) -> Result<(), GateError> {
+    std::fs::create_dir_all(out_dir).map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    let text = serde_json::to_vec_pretty(record).expect("serializable");
+    for (name, bytes) in [("paired.json", text), ("paired.md", markdown(record).into_bytes())] {
+        crate::util::write_atomic(&out_dir.join(name), &bytes)
+            .map_err(|source| GateError::Out { path: out_dir.into(), source })?;
+    }
+    Ok(())
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1} %", x * 100.0)
+}
+
+/// One line per metric: "decode_tokens_per_second: −11.8 % (95 % interval −13.0 % … −10.5 %), p = 0.0078, MDE
+/// 2.1 %: regression (why)".
+pub fn metric_line(v: &MetricVerdict) -> String {
+    format!(
+        "{}: {} ({:.1} % interval {} … {}), {}, MDE {}: {} ({})",
+        v.metric,
+        pct(v.median_change),
+        v.confidence * 100.0,
+        pct(v.interval.0),
+        pct(v.interval.1),
+        v.p_value.map_or("p undefined".to_owned(), |p| format!("p = {p:.4}")),
+        v.mde.map_or("unknown (one pair)".to_owned(), |m| format!("{:.1} %", m * 100.0)),
+        v.call.as_str(),
+        v.why
+    )
+}
+
+/// `paired.md`: the verdict, the per-metric table and how it was measured.
+pub fn markdown(r: &PairedRecord) -> String {
+    let esc = crate::report::markdown::text;
+    let code = crate::report::markdown::code;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Paired bench: {} (B) against {} (A): {}\n",
+        code(&r.b.profile),
+        code(&r.a.profile),
+        r.verdict.as_str()
+    );
+    let _ = writeln!(
+        s,
+        "{} pairs in ABBA order ({}), {}; looks at {:?} pairs, each at alpha {:.4} (Bonferroni over the looks).\n",
+        r.pairs.len(),
+        if r.mode == "both" { "both servers up at once" } else { "one server at a time, restarted at each switch" },
+        esc(&r.stopped),
+        r.looks,
+        r.rules.alpha / r.looks.len().max(1) as f64
+    );
+    let _ = writeln!(s, "| metric | B vs A (median) | interval | p | MDE (80 % power) | call |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for v in &r.metrics {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} … {} | {} | {} | {} |",
+            v.metric,
+            pct(v.median_change),
+            pct(v.interval.0),
+            pct(v.interval.1),
+            v.p_value.map_or("—".to_owned(), |p| format!("{p:.4}")),
+            v.mde.map_or("—".to_owned(), |m| format!("{:.1} %", m * 100.0)),
+            v.call.as_str()
+        );
+    }
+    let w = &r.equal_work;
+    let _ = writeln!(
+        s,
+        "\n- Equal work: `ignore_eos` sent with max_tokens {}: {} of {} pairs decoded the same number of tokens; \
+         prompt cache {}.",
+        r.workload.max_tokens,
+        w.equal_pairs,
+        w.pairs,
+        if w.prompt_cache_off { "asked off (`cache_prompt: false`)" } else { "not asked off" }
+    );
+    let _ = writeln!(
+        s,
+        "- Calls: a change needs the whole interval beyond the ±{:.1} % noise band and p below the look's alpha; \
+         no change needs the whole interval within ±{:.1} %.",
+        r.rules.noise_band * 100.0,
+        r.rules.equivalence * 100.0
+    );
+    for p in &r.problems {
+        let _ = writeln!(s, "- Problem: {}", esc(p));
+    }
+    s
+}

@@ -1,0 +1,158 @@
+//! `--proxy-to http://HOST:PORT --event-delay-us N`: a delaying proxy in front of a real server, for the paired
+//! bench's tests and its evidence benchmark. Every request is forwarded as it came (one per connection); a
+//! streamed (chunked) answer is forwarded event by event, the k-th SSE event (k from 0) held until `(k + 1) * N`
+//! microseconds after it arrived from the server. The delays add up, so each streamed token takes N µs longer
+//! than the server took, as a server slower by N µs per token would; a constant delay would only shift the
+//! stream. Other answers are forwarded whole.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Largest request body and largest non-streamed answer forwarded.
+const BODY_CAP: usize = 16 << 20;
+
+pub fn serve(host: &str, port: u16, upstream: &str, delay: Duration) -> ! {
+    let target = upstream.strip_prefix("http://").unwrap_or(upstream).trim_end_matches('/').to_owned();
+    let listener = TcpListener::bind((host, port)).unwrap_or_else(|e| super::die(&format!("bind: {e}")));
+    eprintln!("fake-server: proxy on {host}:{port} to {target}, {} µs per event", delay.as_micros());
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let target = target.clone();
+        std::thread::spawn(move || {
+            if let Err(e) = forward(stream, &target, delay) {
+                eprintln!("fake-server: proxy: {e}");
+            }
+        });
+    }
+    std::process::exit(0)
+}
+
+fn read_head(reader: &mut impl BufRead) -> std::io::Result<(String, Vec<(String, String)>)> {
+    let mut first = String::new();
+    reader.read_line(&mut first)?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+        if headers.len() > 100 {
+            return Err(std::io::Error::other("too many headers"));
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+    }
+    Ok((first.trim_end().to_owned(), headers))
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<()> {
+    let mut reader = BufReader::new(client.try_clone()?);
+    let mut client = client;
+    let (request_line, headers) = read_head(&mut reader)?;
+    let length: usize = header(&headers, "content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut body = vec![0u8; length.min(BODY_CAP)];
+    reader.read_exact(&mut body)?;
+    let mut up = TcpStream::connect(target)?;
+    let mut head =
+        format!("{request_line}\r\nHost: {target}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for name in ["content-type", "authorization", "accept"] {
+        if let Some(v) = header(&headers, name) {
+            head.push_str(&format!("{name}: {v}\r\n"));
+        }
+    }
+    head.push_str("\r\n");
+    up.write_all(head.as_bytes())?;
+    up.write_all(&body)?;
+    let mut up = BufReader::new(up);
+    let (status, headers) = read_head(&mut up)?;
+    let content_type = header(&headers, "content-type").unwrap_or("application/json").to_owned();
+    let chunked = header(&headers, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    let streamed = chunked || content_type.starts_with("text/event-stream");
+    if !streamed {
+        let mut answer = Vec::new();
+        match header(&headers, "content-length").and_then(|v| v.parse::<usize>().ok()) {
+            Some(n) => {
+                answer.resize(n.min(BODY_CAP), 0);
+                up.read_exact(&mut answer)?;
+            }
+            None => {
+                up.take(BODY_CAP as u64).read_to_end(&mut answer)?;
+            }
+        }
+        let head = format!(
+            "{status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            answer.len()
+        );
+        client.write_all(head.as_bytes())?;
+        return client.write_all(&answer);
+    }
+    client.write_all(
+        format!("{status}\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )?;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut k: u32 = 0;
+    // The answer's bytes as they come: chunk by chunk (chunked framing), or read by read (closed at the end).
+    while let Some(piece) = if chunked { next_chunk(&mut up)? } else { next_read(&mut up)? } {
+        let arrived = Instant::now();
+        pending.extend_from_slice(&piece);
+        // Forward every complete event ("…\n\n"), each held until its turn.
+        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            k += 1;
+            let due = arrived + delay * k;
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            write_chunk(&mut client, &event)?;
+        }
+        if pending.len() > BODY_CAP {
+            return Err(std::io::Error::other("event too large"));
+        }
+    }
+    if !pending.is_empty() {
+        write_chunk(&mut client, &pending)?;
+    }
+    client.write_all(b"0\r\n\r\n")
+}
+
+/// The next chunk's data of a chunked body; `None` at its end.
+fn next_chunk(up: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
+    let mut size_line = String::new();
+    if up.read_line(&mut size_line)? == 0 {
+        return Ok(None);
+    }
+    let size = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or(""), 16)
+        .map_err(|_| std::io::Error::other("bad chunk size"))?;
+    if size == 0 {
+        return Ok(None);
+    }
+    if size > BODY_CAP {
+        return Err(std::io::Error::other("chunk too large"));
+    }
+    let mut chunk = vec![0u8; size + 2];
+    up.read_exact(&mut chunk)?;
+    chunk.truncate(size);
+    Ok(Some(chunk))
+}
+
+/// The next read of a body that ends when the server closes; `None` at its end.
+fn next_read(up: &mut impl Read) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = vec![0u8; 64 << 10];
+    let n = up.read(&mut buf)?;
+    buf.truncate(n);
+    Ok((n > 0).then_some(buf))
+}
+
+fn write_chunk(client: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    client.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
+    client.write_all(bytes)?;
+    client.write_all(b"\r\n")
+}

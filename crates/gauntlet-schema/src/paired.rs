@@ -1,0 +1,121 @@
+//! `paired.json`: a paired A/B bench (`gauntlet bench --profile B --paired-with A`), version [`PAIRED_VERSION`].
+//! The statistics that fill it are `gauntlet_engine::bench::paired`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Finding;
+use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
+
+pub const PAIRED_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Member {
+    A,
+    B,
+}
+
+/// The rules of a paired comparison; recorded with it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairedRules {
+    /// Relative changes within ±noise_band are not changes: a call needs the whole interval beyond it.
+    pub noise_band: f64,
+    /// "No change" needs the whole interval within ±equivalence: it rules out a change larger than that.
+    pub equivalence: f64,
+    /// The false-alarm rate over every look together.
+    pub alpha: f64,
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+impl Default for PairedRules {
+    /// The noise band is the bench's (1.5 %): a smaller change is not worth a call even when measured. The
+    /// equivalence margin is 5 %: "no change" means a change larger than 5 % is ruled out.
+    fn default() -> PairedRules {
+        PairedRules { noise_band: 0.015, equivalence: 0.05, alpha: 0.05, resamples: 2000, seed: 1 }
+    }
+}
+
+/// One metric's verdict on the pairs so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricVerdict {
+    pub metric: String,
+    pub better: Better,
+    pub pairs: usize,
+    /// exp(median log ratio) − 1: B's typical change against A.
+    pub median_change: f64,
+    /// The bootstrap interval of that change at `confidence`.
+    pub interval: (f64, f64),
+    pub confidence: f64,
+    pub p_value: Option<f64>,
+    /// The level this look tested at (alpha / looks).
+    pub alpha: f64,
+    /// The smallest relative change this comparison detects with 80 % power (from the mean log ratio's standard
+    /// error); `None` below two pairs.
+    pub mde: Option<f64>,
+    pub call: Call,
+    pub why: String,
+}
+
+/// One server of the pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Side {
+    pub profile: String,
+    pub identity_digest: String,
+    /// How its server ended (`terminated`, `attached`, …), per session when alternated.
+    pub stops: Vec<String>,
+    /// Server starts (alternate mode restarts a server at each switch).
+    pub starts: usize,
+}
+
+/// One pair: the same prompt to both, in `order`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pair {
+    pub order: [Member; 2],
+    /// Index of the prompt (the workload's corpus, else the built-in prompts).
+    pub prompt: usize,
+    pub a: RequestRecord,
+    pub b: RequestRecord,
+    /// ln(B / A) per metric; a metric missing on a side is absent.
+    pub log_ratios: BTreeMap<String, f64>,
+}
+
+/// Whether A and B decoded the same number of tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EqualWork {
+    /// `ignore_eos: true` was sent with `max_tokens` (llama.cpp and vLLM honour it; another server may ignore it).
+    pub ignore_eos: bool,
+    /// The prompt cache was asked off (llama.cpp's `cache_prompt: false`), so both prefill the whole prompt.
+    pub prompt_cache_off: bool,
+    /// Pairs whose two answers had the same number of output tokens.
+    pub equal_pairs: usize,
+    pub pairs: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairedRecord {
+    pub paired_version: u32,
+    pub gauntlet_version: String,
+    pub started_at: String,
+    pub a: Side,
+    pub b: Side,
+    /// `both` (both servers up at once) or `alternate` (one at a time, restarted at each switch).
+    pub mode: String,
+    pub workload: Workload,
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// The pair counts at which the statistics were looked at (each at alpha / looks).
+    pub looks: Vec<usize>,
+    pub rules: PairedRules,
+    pub equal_work: EqualWork,
+    pub pairs: Vec<Pair>,
+    pub metrics: Vec<MetricVerdict>,
+    /// Why the run stopped where it did.
+    pub stopped: String,
+    pub verdict: BenchVerdict,
+    #[serde(default)]
+    pub problems: Vec<String>,
+    #[serde(default)]
+    pub findings: Vec<Finding>,
+}

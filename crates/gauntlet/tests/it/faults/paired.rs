@@ -1,0 +1,229 @@
+//! `gauntlet bench --paired-with`: two fake servers up at once, asked in ABBA order with the same prompt per pair
+//! (their request log shows it), a slower decode called a regression with its MDE, an unchanged twin not.
+
+use super::*;
+
+/// Two spawned fake profiles `a` and `b` paced at `a_ms` and `b_ms` per word, logging their requests into
+/// `requests.log`, with a corpus of distinct prompts; returns the manifest.
+fn two_profiles(f: &Fixture, a_ms: u64, b_ms: u64, extra_b: &str) -> PathBuf {
+    f.write();
+    let root = f.path();
+    let corpus: String = (0..30).map(|i| format!("{{\"prompt\": \"Count to p{i}.\"}}\n")).collect();
+    std::fs::write(root.join("corpus.jsonl"), corpus).unwrap();
+    let log = root.join("requests.log");
+    let _ = std::fs::remove_file(&log);
+    let mut profiles = String::new();
+    for (name, ms) in [("a", a_ms), ("b", b_ms)] {
+        let answers = root.join(format!("answers-{name}.json"));
+        let text = serde_json::json!({"__token_delay_ms": ms.to_string(), "": answer("word")});
+        std::fs::write(&answers, text.to_string()).unwrap();
+        let args = [
+            "--answers",
+            answers.to_str().unwrap(),
+            "--tag",
+            &format!("{}-{name}", f.tag),
+            "--request-log",
+            log.to_str().unwrap(),
+            "--lifetime-s",
+            "120",
+        ];
+        let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+        profiles.push_str(&format!(
+            "[profiles.{name}]\nmodel = \"tiny\"\nserver = \"fake\"\nport = {port}\nsuite = \"suite.toml\"\n\
+             server_arguments = [{args}]\nload_timeout = \"10s\"\nrequest_timeout = \"5s\"\nstop_grace = \"2s\"\n\
+             [profiles.{name}.bench]\nmax_tokens = 40\nwarmups = 1\nprompts = \"corpus.jsonl\"\n{extra}\n",
+            port = free_port(),
+            args = args.join(", "),
+            extra = if name == "b" { extra_b } else { "" },
+        ));
+    }
+    let manifest = format!(
+        "version = 1\n[models.tiny]\npath = \"models/tiny.gguf\"\n[servers.fake]\nbinary = \"bin/fake-server\"\n{profiles}"
+    );
+    let path = root.join("paired.toml");
+    std::fs::write(&path, manifest).unwrap();
+    path
+}
+
+fn paired(f: &Fixture, manifest: &Path, out: &str, pairs: &str) -> (Option<i32>, String, serde_json::Value) {
+    let out = f.path().join(out);
+    let args = [
+        "bench",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--profile",
+        "b",
+        "--paired-with",
+        "a",
+        "--pairs",
+        pairs,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let record = std::fs::read_to_string(out.join("paired.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| panic!("no paired.json\n{text}"));
+    (o.status.code(), text, record)
+}
+
+fn call<'a>(record: &'a serde_json::Value, metric: &str) -> &'a serde_json::Value {
+    record["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == metric).unwrap_or(&serde_json::Value::Null)
+}
+
+#[test]
+fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
+    let f = Fixture::new("paired-slow");
+    let manifest = two_profiles(&f, 2, 4, "");
+    let (code, text, record) = paired(&f, &manifest, "slow", "8");
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(record["paired_version"], 1);
+    assert_eq!(record["verdict"], "regression", "{text}");
+    assert_eq!(record["mode"], "both");
+    assert_eq!(record["pairs"].as_array().unwrap().len(), 8, "{text}");
+    let decode = call(&record, "decode_tokens_per_second");
+    assert_eq!(decode["call"], "regression", "{decode}");
+    assert!(decode["median_change"].as_f64().unwrap() < -0.3, "{decode}");
+    assert!(decode["mde"].as_f64().is_some_and(|m| m > 0.0), "{decode}");
+    assert!(text.contains("decode_tokens_per_second:") && text.contains("MDE"), "{text}");
+    assert_eq!(record["equal_work"]["ignore_eos"], true);
+    // The servers' own log: after one warm-up each, pair i's prompt to both, A first in even pairs, B first in odd.
+    let log = std::fs::read_to_string(f.path().join("requests.log")).unwrap();
+    let asked: Vec<(String, String)> = log
+        .lines()
+        .filter(|l| l.contains("Count to p"))
+        .map(|l| {
+            let (tag, prompt) = l.split_once(' ').unwrap();
+            (tag.rsplit('-').next().unwrap().to_owned(), prompt.to_owned())
+        })
+        .collect();
+    let mut want = vec![("a".to_owned(), "Count to p0.".to_owned()), ("b".into(), "Count to p0.".into())];
+    for i in 1..=8 {
+        let order = if i % 2 == 1 { ["a", "b"] } else { ["b", "a"] };
+        want.extend(order.iter().map(|m| ((*m).to_owned(), format!("Count to p{i}."))));
+    }
+    assert_eq!(asked, want, "{log}");
+    let md = std::fs::read_to_string(f.path().join("slow/paired.md")).unwrap();
+    assert!(md.contains("| decode_tokens_per_second |") && md.contains("| regression |"), "{md}");
+}
+
+#[test]
+fn paired_bench_of_an_unchanged_twin_calls_no_regression_and_stops_at_a_look() {
+    let f = Fixture::new("paired-twin");
+    let manifest = two_profiles(&f, 3, 3, "");
+    let (code, text, record) = paired(&f, &manifest, "twin", "12");
+    assert_ne!(code, Some(1), "{text}");
+    let metrics = record["metrics"].as_array().unwrap();
+    assert_eq!(metrics.len(), 4, "{text}");
+    for m in metrics {
+        assert_ne!(m["call"], "regression", "{m}");
+        assert!(m["mde"].as_f64().is_some(), "every call states its MDE: {m}");
+    }
+    // Looks at 8 and 12 pairs only, each at 0.05 / 2.
+    assert_eq!(record["looks"], serde_json::json!([8, 12]));
+    let n = record["pairs"].as_array().unwrap().len();
+    assert!(n == 8 || n == 12, "stops only at a look: {n}\n{text}");
+    assert!((metrics[0]["alpha"].as_f64().unwrap() - 0.025).abs() < 1e-12);
+}
+
+#[test]
+fn paired_bench_alternates_servers_when_the_manifest_says_they_cannot_share() {
+    let f = Fixture::new("paired-alternate");
+    let manifest = two_profiles(&f, 2, 4, "paired = \"alternate\"");
+    let (code, text, record) = paired(&f, &manifest, "alt", "3");
+    assert_eq!(record["mode"], "alternate", "{text}");
+    // ABBA: A | B B | A A | B: each server started at every switch (A twice, B twice for three pairs).
+    assert_eq!((record["a"]["starts"].as_u64(), record["b"]["starts"].as_u64()), (Some(2), Some(2)), "{text}");
+    assert_eq!(record["pairs"].as_array().unwrap().len(), 3);
+    // Three pairs cannot reach significance: inconclusive, exit 4, never a confident call.
+    assert_eq!(code, Some(4), "{text}");
+    // Never both up at once: a port conflict would have failed a load; the log holds each server's requests.
+    assert!(record["problems"].as_array().unwrap().is_empty(), "{text}");
+}
+
+/// Kills and reaps a process the test started, however the test ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The delaying proxy in front of one fake server: a profile through the proxy adding 2 ms to every streamed word of
+/// a 4 ms server (+50 %) is a decode regression against one through a zero-delay proxy; a twin through another
+/// zero-delay proxy is not. (The proxy's own hop is not free: against the server direct, even a zero-delay proxy
+/// costs TTFT, so both sides of a comparison go through one.)
+#[test]
+fn paired_bench_through_the_delaying_proxy_sees_its_slowdown_and_not_the_proxy_itself() {
+    let f = Fixture::new("paired-proxy");
+    f.write();
+    let answers = f.path().join("answers-paced.json");
+    let text = serde_json::json!({"__token_delay_ms": "4", "": answer("word")});
+    std::fs::write(&answers, text.to_string()).unwrap();
+    let start = |args: &[&str]| -> (Reaped, u16) {
+        let port = free_port();
+        let child = std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+            .args(["--port", &port.to_string(), "--tag", &f.tag, "--lifetime-s", "60"])
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "nothing listens on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (Reaped(child), port)
+    };
+    let (server, port) = start(&["--answers", answers.to_str().unwrap()]);
+    let upstream = format!("http://127.0.0.1:{port}");
+    let (slow_proxy, slow) = start(&["--proxy-to", &upstream, "--event-delay-us", "2000"]);
+    let (twin_proxy, twin) = start(&["--proxy-to", &upstream, "--event-delay-us", "0"]);
+    let (base_proxy, base) = start(&["--proxy-to", &upstream, "--event-delay-us", "0"]);
+    let mut text = "version = 1\n".to_owned();
+    for (name, p) in [("base", base), ("slow", slow), ("twin", twin)] {
+        text.push_str(&format!(
+            "[profiles.{name}]\nbase_url = \"http://127.0.0.1:{p}\"\nsuite = \"suite.toml\"\nload_timeout = \"10s\"\n\
+             request_timeout = \"5s\"\n[profiles.{name}.bench]\nmax_tokens = 40\nwarmups = 1\n"
+        ));
+    }
+    let manifest = f.path().join("proxy.toml");
+    std::fs::write(&manifest, text).unwrap();
+    let run = |b: &str, out: &str| {
+        let out = f.path().join(out);
+        let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--profile", b, "--paired-with", "base"];
+        let mut args = args.to_vec();
+        args.extend_from_slice(&["--pairs", "8", "--out", out.to_str().unwrap()]);
+        let o = gauntlet(&args, &[], Duration::from_secs(120));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        let record: serde_json::Value = std::fs::read_to_string(out.join("paired.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_else(|| panic!("no paired.json\n{text}"));
+        (o.status.code(), text, record)
+    };
+    let (code, text, record) = run("slow", "slow");
+    let decode = call(&record, "decode_tokens_per_second");
+    assert_eq!(decode["call"], "regression", "{text}");
+    // 4 ms per word becomes 6: decode at 2/3 of the direct one at most (on a busy machine the server's own sleeps
+    // stretch and the 2 ms are a smaller share of them).
+    let change = decode["median_change"].as_f64().unwrap();
+    assert!((-0.45..-0.05).contains(&change), "{decode}");
+    assert_eq!(code, Some(1), "{text}");
+    // Every word reached the client through the proxy, framed as events.
+    let tokens = record["pairs"][0]["b"]["completion_tokens"].as_u64();
+    let events = record["pairs"][0]["b"]["events"].as_array().unwrap().len();
+    assert!(events >= 40, "{tokens:?} {events}");
+    let (code, text, record) = run("twin", "twin");
+    for m in record["metrics"].as_array().unwrap() {
+        assert_ne!(m["call"], "regression", "{m}\n{text}");
+    }
+    assert_ne!(code, Some(1), "{text}");
+    drop((server, slow_proxy, twin_proxy, base_proxy));
+    assert_no_survivors(&f.tag);
+}

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Evidence for #19: how often a paired bench and a stored-baseline bench call a real decode slowdown, and how often
+# they call one that is not there, on the real llama-server (scripts/setup.sh) with SmolLM2-135M.
+#
+# The slowdown is injected by the delaying proxy (`gauntlet-fake-server --proxy-to URL --event-delay-us N`), not by
+# a CPU quota: it adds N µs to every streamed token, N = slowdown × the server's own per-token time measured at the
+# start, so the size of the slowdown is known. Every profile goes through a proxy (delay 0 for "unchanged"), so both
+# members of a comparison pay the proxy's own cost. One llama-server serves everything, one request at a time.
+#
+# Per trial, per slowdown s in GAUNTLET_DETECT_SLOWDOWNS (0 = the false-alarm case) and per size n in
+# GAUNTLET_DETECT_SIZES:
+#   paired:  gauntlet bench --profile slow --paired-with base --pairs n      (A and B interleaved, ABBA)
+#   stored:  gauntlet bench --profile base --samples n (the baseline), then the same profile with the proxy
+#            restarted at delay s, --baseline the first (one request per batch: n samples a side)
+# A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
+# Writes target/detection.csv (one row per run) and prints the table.
+#   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
+#   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+# GAUNTLET_DETECT_BUILD=debug uses the debug binaries (no release build on a busy machine).
+build=${GAUNTLET_DETECT_BUILD:-release}
+if [ "$build" = release ]; then
+  cargo build --release --locked -q -p gauntlet -p gauntlet-fake-server
+else
+  cargo build --locked -q -p gauntlet -p gauntlet-fake-server
+fi
+bin=$repo/target/$build/gauntlet
+proxy_bin=$repo/target/$build/gauntlet-fake-server
+home=${GAUNTLET_HOME:-$HOME/.cache/gauntlet}
+model=$home/models/SmolLM2-135M-Instruct.Q4_1.gguf
+server_bin=$home/bin/xllamacpp-server
+trials=${GAUNTLET_DETECT_TRIALS:-2}
+sizes=${GAUNTLET_DETECT_SIZES:-5 10 20}
+slowdowns=${GAUNTLET_DETECT_SLOWDOWNS:-0 5 10 20}
+tokens=${GAUNTLET_DETECT_TOKENS:-24}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_health() { # $1 = port; 120 s at most
+  for _ in $(seq 1200); do
+    curl -sf "http://127.0.0.1:$1/health" > /dev/null && return 0
+    sleep 0.1
+  done
+  echo "no server on port $1" >&2; exit 3
+}
+
+server_port=$(free_port)
+"$server_bin" -m "$model" --host 127.0.0.1 --port "$server_port" -c 2048 -np 1 > "$work/server.log" 2>&1 &
+pids+=($!)
+wait_health "$server_port"
+
+declare -A proxy_pid
+start_proxy() { # $1 = name, $2 = port, $3 = delay µs
+  if [ -n "${proxy_pid[$1]:-}" ]; then kill "${proxy_pid[$1]}" 2>/dev/null || true; wait "${proxy_pid[$1]}" 2>/dev/null || true; fi
+  "$proxy_bin" --proxy-to "http://127.0.0.1:$server_port" --port "$2" --event-delay-us "$3" --lifetime-s 7200 \
+    2> /dev/null &
+  proxy_pid[$1]=$!
+  pids+=($!)
+  wait_health "$2"
+}
+base_port=$(free_port)
+slow_port=$(free_port)
+printf 'id = "detect"\nversion = 1\n[[cases]]\nid = "a"\nmax_tokens = 8\nmessages = [{ role = "user", content = "Say a." }]\n' \
+  > "$work/suite.toml"
+for name in base slow; do
+  port=$base_port; [ $name = slow ] && port=$slow_port
+  printf '[profiles.%s]\nbase_url = "http://127.0.0.1:%s"\nsuite = "suite.toml"\nload_timeout = "60s"\nrequest_timeout = "120s"\n[profiles.%s.bench]\nmax_tokens = %s\nwarmups = 1\n' \
+    "$name" "$port" "$name" "$tokens"
+done > "$work/profiles.toml"
+{ echo 'version = 1'; cat "$work/profiles.toml"; } > "$work/gauntlet.toml"
+manifest=$work/gauntlet.toml
+
+start_proxy base "$base_port" 0
+"$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples 5 --out "$work/measure" > /dev/null 2>&1 || true
+tpot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["metrics"]["tpot"]["p50"])' "$work/measure/bench.json")
+echo "server per-token time (p50 of 5 batches): $(python3 -c "print(round($tpot*1000, 2))") ms; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+csv=$repo/target/detection.csv
+echo "trial,slowdown_pct,size,method,call,decided_pairs,mde" > "$csv"
+decode_call() { # $1 = record, $2 = method → "call decided_pairs mde"
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if sys.argv[2] == "paired":
+    m = next((m for m in r.get("metrics", []) if m["metric"] == "decode_tokens_per_second"), None)
+    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "")
+else:
+    c = next((c for l in r.get("levels", []) for c in l.get("comparisons", []) if c["metric"] == "tpot_mean"), None)
+    print(c["call"] if c else "none", "", c.get("mde", "") if c else "")
+PY
+}
+started=$(date +%s)
+for trial in $(seq "$trials"); do
+  for s in $slowdowns; do
+    delay=$(python3 -c "print(round($tpot * $s / 100 * 1e6))")
+    for n in $sizes; do
+      start_proxy base "$base_port" 0
+      start_proxy slow "$slow_port" "$delay"
+      out=$work/p-$trial-$s-$n
+      "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || true
+      read -r call pairs mde < <(decode_call "$out/paired.json" paired)
+      echo "$trial,$s,$n,paired,$call,$pairs,$mde" >> "$csv"
+      # Stored: the baseline through the proxy at delay 0, then the candidate through the same port at delay s.
+      out=$work/s-$trial-$s-$n
+      "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" --out "$out-base" > /dev/null 2>&1 || true
+      start_proxy base "$base_port" "$delay"
+      "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" \
+        --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || true
+      read -r call pairs mde < <(decode_call "$out/bench.json" stored)
+      echo "$trial,$s,$n,stored,$call,$pairs,$mde" >> "$csv"
+      echo "trial $trial, slowdown $s %, $n: $(tail -2 "$csv" | cut -d, -f4,5 | tr '\n' ' ') ($(( $(date +%s) - started )) s)"
+    done
+  done
+done
+python3 - "$csv" <<'PY'
+import csv, sys, collections
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = collections.defaultdict(list)
+for r in rows:
+    cells[(r["method"], int(r["size"]), int(r["slowdown_pct"]))].append(r["call"] == "regression")
+sizes = sorted({int(r["size"]) for r in rows}); slows = sorted({int(r["slowdown_pct"]) for r in rows})
+print("| method | pairs / samples | " + " | ".join(("false alarms (0 %)" if s == 0 else f"caught at {s} %") for s in slows) + " |")
+print("|---|---:|" + "---:|" * len(slows))
+for method in ("paired", "stored"):
+    for n in sizes:
+        out = []
+        for s in slows:
+            v = cells[(method, n, s)]
+            out.append(f"{sum(v)} of {len(v)}")
+        print(f"| {method} | {n} | " + " | ".join(out) + " |")
+PY
