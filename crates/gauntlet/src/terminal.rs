@@ -99,6 +99,14 @@ pub(crate) fn stderr() -> Clean<std::io::StderrLock<'static>> {
     Clean { inner: std::io::stderr().lock(), pending: Vec::new() }
 }
 
+/// Writes CSV to standard output as it is: its writer (`bench_report::csv`) has already replaced every control
+/// character in its cells, and its CRLF line ends belong to the format (the line cleaner would escape them).
+pub(crate) fn write_csv(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
 /// Whether standard error is a terminal (the live view draws a bar there).
 pub(crate) fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()

@@ -62,7 +62,7 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
             .map_err(|source| gate_failure(gauntlet_engine::run::GateError::Out { path: dir.into(), source }))
     };
     let mut stdout = crate::terminal::stdout();
-    let mut stderr = std::io::stderr();
+    let mut stderr = crate::terminal::stderr();
     let out: &mut dyn Write = if csv_only { &mut stderr } else { &mut stdout };
     let _ = terminal::bench(&mut *out, &record, &out_dir);
     csv(&record, &out_dir)?;
@@ -80,9 +80,7 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     if csv_only {
         // Raw: the CSV's cells are escaped by its writer (no control character survives), and its CRLFs are its own.
         drop(stdout);
-        let mut raw = std::io::stdout().lock();
-        let _ = raw.write_all(gauntlet_engine::run::bench_report::csv(&record).as_bytes());
-        let _ = raw.flush();
+        terminal::write_csv(&gauntlet_engine::run::bench_report::csv(&record));
     }
     Ok(match record.final_verdict() {
         BenchVerdict::Fail | BenchVerdict::Regression => Exit::Fail,
