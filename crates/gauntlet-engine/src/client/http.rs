@@ -120,14 +120,20 @@ impl Client {
         format!("{}/{}", self.base_url, path.trim_start_matches('/'))
     }
 
-    /// GET a health endpoint; Ok(status) for any HTTP answer.
-    pub async fn health(&self, path: &str, timeout: Duration) -> Result<u16, ClientError> {
+    /// GET `path` under the base URL with the key, within `timeout`: the URL (for messages) and the answer.
+    async fn get(&self, path: &str, timeout: Duration) -> Result<(String, reqwest::Response), ClientError> {
         let url = self.url(path);
         let mut req = self.http.get(&url).timeout(timeout);
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
         let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        Ok((url, resp))
+    }
+
+    /// GET a health endpoint; Ok(status) for any HTTP answer.
+    pub async fn health(&self, path: &str, timeout: Duration) -> Result<u16, ClientError> {
+        let (_, resp) = self.get(path, timeout).await?;
         let status = resp.status().as_u16();
         // Read the (small) body: a connection goes back to the pool only once its response is consumed.
         let mut chunks = resp.bytes_stream();
@@ -165,12 +171,7 @@ impl Client {
 
     /// GET a small JSON document (server properties). Bounded in time and size.
     pub async fn get_json(&self, path: &str, timeout: Duration) -> Result<Value, ClientError> {
-        let url = self.url(path);
-        let mut req = self.http.get(&url).timeout(timeout);
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
-        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let (url, resp) = self.get(path, timeout).await?;
         let status = resp.status().as_u16();
         if status != 200 {
             return Err(ClientError::Status { url, status, body: String::new() });
@@ -190,12 +191,7 @@ impl Client {
     /// GET an endpoint a server describes itself on: its status, its `Server` header and its body (JSON, or the
     /// text of a plain answer), all bounded (64 KiB, the header 200 characters) and untrusted.
     pub async fn get_described(&self, path: &str, timeout: Duration) -> Result<Described, ClientError> {
-        let url = self.url(path);
-        let mut req = self.http.get(&url).timeout(timeout);
-        if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
-        }
-        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let (url, resp) = self.get(path, timeout).await?;
         let status = resp.status().as_u16();
         let server = resp
             .headers()

@@ -141,8 +141,11 @@ fn bench_peak_kib(f: &Fixture, out: &str, batches: usize) -> (u64, serde_json::V
 /// A long bench's memory does not grow with its requests: they go to the spill file as each batch ends, and the
 /// bench keeps numbers (the pooled metrics' values: about 8 bytes per value). Four times the requests (1000, then
 /// 4000 of 40 tokens each) may raise the peak by far less than the records held in memory took (about 3.5 KiB per
-/// request at 40 tokens, and again as much for bench.json's text): at most 1 KiB per added request. bench.json
-/// still carries every request (streamed from the spill when written).
+/// request at 40 tokens, and again as much for bench.json's text; 15 KiB per request measured before the spill): at
+/// most 2 KiB per added request. The values themselves are ≈ 350 B per request, and the vectors that hold them grow
+/// by doubling, so a peak can hold up to twice that; a fresh-clone run measured 1076 B (313 B in another), so the
+/// bound leaves room for the allocator and still fails on kept records by a factor of seven. bench.json still
+/// carries every request (streamed from the spill when written).
 #[test]
 fn bench_memory_does_not_grow_with_its_requests() {
     let f = Fixture::new("bench-memory")
@@ -154,7 +157,7 @@ fn bench_memory_does_not_grow_with_its_requests() {
     let per_request = (large as f64 - small as f64) * 1024.0 / 3000.0;
     eprintln!("peak RSS: {small} KiB at 1000 requests, {large} KiB at 4000: {per_request:.0} bytes per added request");
     assert!(
-        per_request < 1024.0,
+        per_request < 2048.0,
         "peak RSS {small} KiB at 1000 requests, {large} KiB at 4000: {per_request:.0} B per request"
     );
     let m = &record["levels"][0]["metrics"];
