@@ -13,12 +13,36 @@
 #   stored:  gauntlet bench --profile base --samples n (the baseline), then the same profile with the proxy
 #            restarted at delay s, --baseline the first (one request per batch: n samples a side)
 # A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
-# Writes target/detection.csv (one row per run) and prints the table.
+# Writes target/detection.csv (one row per run, with the load average when it ended) and prints the table;
+# `scripts/bench-detection.sh table [CSV]` prints the table of a CSV so far (a run may be stopped between rows).
 #   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
 #   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
+table() { # $1 = CSV → the Markdown table of detections and false alarms
+python3 - "$1" <<'PY'
+import csv, sys, collections
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = collections.defaultdict(list)
+for r in rows:
+    cells[(r["method"], int(r["size"]), int(r["slowdown_pct"]))].append(r["call"] == "regression")
+sizes = sorted({int(r["size"]) for r in rows}); slows = sorted({int(r["slowdown_pct"]) for r in rows})
+print("| method | pairs / samples | " + " | ".join(("false alarms (0 %)" if s == 0 else f"caught at {s} %") for s in slows) + " |")
+print("|---|---:|" + "---:|" * len(slows))
+for method in ("paired", "stored"):
+    for n in sizes:
+        out = []
+        for s in slows:
+            v = cells[(method, n, s)]
+            out.append(f"{sum(v)} of {len(v)}")
+        print(f"| {method} | {n} | " + " | ".join(out) + " |")
+loads = [float(r["load1"]) for r in rows if r.get("load1")]
+if loads:
+    print(f"\n{len(rows)} runs; load average (1 min) at the end of a run: {min(loads):.1f} to {max(loads):.1f}")
+PY
+}
+if [ "${1:-}" = table ]; then table "${2:-$repo/target/detection.csv}"; exit 0; fi
 # GAUNTLET_DETECT_BUILD=debug uses the debug binaries (no release build on a busy machine).
 build=${GAUNTLET_DETECT_BUILD:-release}
 if [ "$build" = release ]; then
@@ -79,13 +103,14 @@ done > "$work/profiles.toml"
 { echo 'version = 1'; cat "$work/profiles.toml"; } > "$work/gauntlet.toml"
 manifest=$work/gauntlet.toml
 
-start_proxy base "$base_port" 0
-"$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples 5 --out "$work/measure" > /dev/null 2>&1 || true
-tpot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["metrics"]["tpot"]["p50"])' "$work/measure/bench.json")
-echo "server per-token time (p50 of 5 batches): $(python3 -c "print(round($tpot*1000, 2))") ms; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
-
+measure() { # the server's per-token time now (p50 of 5 batches through the undelayed proxy) → $tpot
+  start_proxy base "$base_port" 0
+  "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples 5 --out "$work/measure" > /dev/null 2>&1 || true
+  tpot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["metrics"]["tpot"]["p50"])' "$work/measure/bench.json")
+  echo "server per-token time (p50 of 5 batches): $(python3 -c "print(round($tpot*1000, 2))") ms; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+}
 csv=$repo/target/detection.csv
-echo "trial,slowdown_pct,size,method,call,decided_pairs,mde" > "$csv"
+echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,load1" > "$csv"
 decode_call() { # $1 = record, $2 = method → "call decided_pairs mde"
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -100,6 +125,9 @@ PY
 }
 started=$(date +%s)
 for trial in $(seq "$trials"); do
+  # The delay is a share of the per-token time measured at the start of each trial, so a machine whose load changed
+  # between trials still gets the slowdown it is told.
+  measure
   for s in $slowdowns; do
     delay=$(python3 -c "print(round($tpot * $s / 100 * 1e6))")
     for n in $sizes; do
@@ -108,7 +136,7 @@ for trial in $(seq "$trials"); do
       out=$work/p-$trial-$s-$n
       "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || true
       read -r call pairs mde < <(decode_call "$out/paired.json" paired)
-      echo "$trial,$s,$n,paired,$call,$pairs,$mde" >> "$csv"
+      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
       # Stored: the baseline through the proxy at delay 0, then the candidate through the same port at delay s.
       out=$work/s-$trial-$s-$n
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" --out "$out-base" > /dev/null 2>&1 || true
@@ -116,25 +144,9 @@ for trial in $(seq "$trials"); do
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" \
         --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || true
       read -r call pairs mde < <(decode_call "$out/bench.json" stored)
-      echo "$trial,$s,$n,stored,$call,$pairs,$mde" >> "$csv"
+      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
       echo "trial $trial, slowdown $s %, $n: $(tail -2 "$csv" | cut -d, -f4,5 | tr '\n' ' ') ($(( $(date +%s) - started )) s)"
     done
   done
 done
-python3 - "$csv" <<'PY'
-import csv, sys, collections
-rows = list(csv.DictReader(open(sys.argv[1])))
-cells = collections.defaultdict(list)
-for r in rows:
-    cells[(r["method"], int(r["size"]), int(r["slowdown_pct"]))].append(r["call"] == "regression")
-sizes = sorted({int(r["size"]) for r in rows}); slows = sorted({int(r["slowdown_pct"]) for r in rows})
-print("| method | pairs / samples | " + " | ".join(("false alarms (0 %)" if s == 0 else f"caught at {s} %") for s in slows) + " |")
-print("|---|---:|" + "---:|" * len(slows))
-for method in ("paired", "stored"):
-    for n in sizes:
-        out = []
-        for s in slows:
-            v = cells[(method, n, s)]
-            out.append(f"{sum(v)} of {len(v)}")
-        print(f"| {method} | {n} | " + " | ".join(out) + " |")
-PY
+table "$csv"
