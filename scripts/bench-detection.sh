@@ -117,10 +117,10 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 if sys.argv[2] == "paired":
     m = next((m for m in r.get("metrics", []) if m["metric"] == "decode_tokens_per_second"), None)
-    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "")
+    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-")
 else:
     c = next((c for l in r.get("levels", []) for c in l.get("comparisons", []) if c["metric"] == "tpot_mean"), None)
-    print(c["call"] if c else "none", "", c.get("mde", "") if c else "")
+    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-")
 PY
 }
 started=$(date +%s)
