@@ -18,6 +18,8 @@ def main() -> int:
     ap.add_argument("-np", "--parallel", type=int, default=1)
     ap.add_argument("-s", "--seed", type=int, default=None)
     ap.add_argument("--alias", default=None)
+    # llama-server serves Prometheus text on /metrics only when asked (`--metrics`), as here.
+    ap.add_argument("--metrics", action="store_true")
     args = ap.parse_args()
 
     # Block the stop signals before the server's threads start, so they all inherit the mask and the main
@@ -38,6 +40,8 @@ def main() -> int:
         params.sampling.seed = args.seed
     if args.alias:
         params.model_alias = args.alias
+    if args.metrics:
+        params.endpoint_metrics = True
     try:
         server = xllamacpp.Server(params)
     except Exception as exc:  # the binding raises on a model it cannot load

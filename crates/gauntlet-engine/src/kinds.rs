@@ -32,6 +32,10 @@ pub struct Kind {
     pub health_path: &'static str,
     /// Prometheus text, where the engine serves it (some only with a flag, noted per row).
     pub metrics_path: Option<&'static str>,
+    /// The engine's key Prometheus series under common names ([`KEY_METRICS`]): `(common name, series)`, a
+    /// histogram's or summary's by its `_sum` or `_count`. The reports show these; every other series stays in
+    /// the JSON.
+    pub key_metrics: &'static [(&'static str, &'static str)],
     /// GET endpoints whose JSON the server describes itself with (kept, bounded, in `runtime.server`).
     pub describe: &'static [&'static str],
     /// How the engine takes OpenAI `tools`.
@@ -60,17 +64,29 @@ impl ModelForm {
     }
 }
 
+/// The common names of [`Kind::key_metrics`], in the order reports list them.
+pub const KEY_METRICS: &[&str] = &[
+    "requests_finished",
+    "prompt_tokens",
+    "generated_tokens",
+    "prefix_cache_hits",
+    "prefix_cache_queries",
+    "preemptions",
+    "queue_seconds",
+];
+
 /// The placeholders a template may use.
 pub const PLACEHOLDERS: &[&str] = &["model", "host", "port", "parallel", "context", "revision"];
 
 /// Every kind but `custom`, in the order the README's table lists them.
 pub const KINDS: &[Kind] = &[
     // llama.cpp `tools/server/README.md`: -m/--host/--port, -np/--parallel, -c/--ctx-size; /health 503 → 200;
-    // /props build_info and model_path; /metrics only with --metrics; tools with --jinja (the default now).
+    // /props build_info and model_path; /metrics only with --metrics (so the template passes it); tools with --jinja
+    // (the default now).
     Kind {
         name: "llama.cpp",
         program: "llama-server",
-        launch: &["-m", "{model}", "--host", "{host}", "--port", "{port}"],
+        launch: &["-m", "{model}", "--host", "{host}", "--port", "{port}", "--metrics"],
         launch_file: None,
         parallel: &["-np", "{parallel}"],
         context: &["-c", "{context}"],
@@ -78,6 +94,14 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: Some("/metrics"),
+        // engines.md (llama.cpp, Metrics: `tools/server/server.cpp`); `prompt_tokens_cached_total` read from the
+        // real server's /metrics (xllamacpp 2026.10, llama.cpp b11549). No request counter and no queue time:
+        // `requests_deferred` is a gauge.
+        key_metrics: &[
+            ("prompt_tokens", "llamacpp:prompt_tokens_total"),
+            ("generated_tokens", "llamacpp:tokens_predicted_total"),
+            ("prefix_cache_hits", "llamacpp:prompt_tokens_cached_total"),
+        ],
         describe: &["/props"],
         tools: "native (--jinja, on by default)",
         models: &[ModelForm::File],
@@ -97,6 +121,16 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: Some("/metrics"),
+        // engines.md (vLLM, Metrics: `docs/design/metrics.md`); the preemption counter is unconfirmed there.
+        key_metrics: &[
+            ("requests_finished", "vllm:request_success_total"),
+            ("prompt_tokens", "vllm:prompt_tokens_total"),
+            ("generated_tokens", "vllm:generation_tokens_total"),
+            ("prefix_cache_hits", "vllm:prefix_cache_hits_total"),
+            ("prefix_cache_queries", "vllm:prefix_cache_queries_total"),
+            ("preemptions", "vllm:num_preemptions_total"),
+            ("queue_seconds", "vllm:request_queue_time_seconds_sum"),
+        ],
         describe: &["/version"],
         tools: "needs --enable-auto-tool-choice --tool-call-parser NAME (else HTTP 400)",
         models: &[ModelForm::Dir, ModelForm::Hub],
@@ -116,6 +150,15 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: Some("/metrics"),
+        // engines.md (SGLang, Metrics: the production-metrics reference); retracted requests are its preemptions.
+        key_metrics: &[
+            ("requests_finished", "sglang:num_requests_total"),
+            ("prompt_tokens", "sglang:prompt_tokens_total"),
+            ("generated_tokens", "sglang:generation_tokens_total"),
+            ("prefix_cache_hits", "sglang:cached_tokens_total"),
+            ("preemptions", "sglang:num_retracted_requests_total"),
+            ("queue_seconds", "sglang:queue_time_seconds_sum"),
+        ],
         describe: &["/get_server_info"],
         tools: "needs --tool-call-parser NAME",
         models: &[ModelForm::Dir, ModelForm::Hub],
@@ -134,6 +177,13 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: Some("/metrics"),
+        // engines.md (TGI, Metrics: `docs/source/reference/metrics.md`); no prefix-cache or preemption series.
+        key_metrics: &[
+            ("requests_finished", "tgi_request_success"),
+            ("prompt_tokens", "tgi_request_input_length_sum"),
+            ("generated_tokens", "tgi_request_generated_tokens_sum"),
+            ("queue_seconds", "tgi_request_queue_duration_sum"),
+        ],
         describe: &["/info"],
         tools: "native (grammar-constrained)",
         models: &[ModelForm::Dir, ModelForm::Hub],
@@ -152,6 +202,7 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: None,
+        key_metrics: &[],
         describe: &["/version"],
         tools: "per model's tool parser (unconfirmed)",
         models: &[ModelForm::Dir, ModelForm::Hub],
@@ -175,6 +226,7 @@ pub const KINDS: &[Kind] = &[
         ],
         health_path: "/",
         metrics_path: None,
+        key_metrics: &[],
         describe: &["/api/version"],
         tools: "native (each call whole in one delta)",
         models: &[ModelForm::Hub],
@@ -194,6 +246,13 @@ pub const KINDS: &[Kind] = &[
         environment: &[],
         health_path: "/health",
         metrics_path: Some("/metrics"),
+        // engines.md (mistral.rs, Metrics); its token counter mixes prompt and generation, so it is left out.
+        key_metrics: &[
+            ("requests_finished", "mistralrs_sequences_completed_total"),
+            ("prefix_cache_hits", "mistralrs_prefix_cache_hits_total"),
+            ("prefix_cache_queries", "mistralrs_prefix_cache_lookups_total"),
+            ("preemptions", "mistralrs_paged_preemptions_total"),
+        ],
         describe: &[],
         tools: "native",
         models: &[ModelForm::File, ModelForm::Dir, ModelForm::Hub],
@@ -340,6 +399,9 @@ mod tests {
             assert!(k.health_path.starts_with('/'), "{}", k.name);
             assert!(k.describe.iter().chain(k.metrics_path.iter()).all(|p| p.starts_with('/')), "{}", k.name);
             assert!(!k.models.is_empty(), "{}", k.name);
+            // Key metrics only where there is Prometheus text, under known common names.
+            assert!(k.key_metrics.is_empty() || k.metrics_path.is_some(), "{}", k.name);
+            assert!(k.key_metrics.iter().all(|(common, _)| KEY_METRICS.contains(common)), "{}", k.name);
             let all = ["model", "model_dir", "model_file", "host", "port", "parallel", "context", "revision"];
             let tokens = k.launch.iter().chain(k.launch_file.unwrap_or(&[])).chain(k.parallel).chain(k.context);
             for t in tokens.chain(k.revision).chain(k.environment.iter().map(|(_, v)| v)) {
@@ -363,7 +425,7 @@ mod tests {
             let form = if k.models.contains(&ModelForm::File) { ModelForm::File } else { ModelForm::Dir };
             launch_argv(Some(k), &template(k, form), &fill()).join(" ")
         };
-        assert_eq!(argv("llama.cpp"), "-m /m/model.gguf --host 127.0.0.1 --port 8000 -np 4 -c 4096");
+        assert_eq!(argv("llama.cpp"), "-m /m/model.gguf --host 127.0.0.1 --port 8000 --metrics -np 4 -c 4096");
         assert_eq!(
             argv("vllm"),
             "serve /m/model.gguf --host 127.0.0.1 --port 8000 --max-num-seqs 4 --max-model-len 4096"

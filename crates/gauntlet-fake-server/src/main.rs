@@ -38,6 +38,9 @@
 //!                           a test sees the order in which several servers were asked
 //!   --proxy-to URL          be a delaying proxy to a real server at http://HOST:PORT instead (see `proxy.rs`)
 //!   --event-delay-us N      with --proxy-to: each streamed event N µs later than the last one's delay (cumulative)
+//!   --metrics-fault KIND    break `GET /metrics`: malformed | oversized (5 MiB) | hang | http404. Without it,
+//!                           `/metrics` is Prometheus text in vLLM's names whose counters advance per chat request
+//!                           (one token per word; a prompt asked before counts as prefix-cache hits)
 //!
 //! Attached-server modes (`--pose`, `--models`, `--no-health`, `--fault hang-after`): see `attach_modes.rs`.
 //!
@@ -85,6 +88,7 @@ struct Config {
     request_log: Option<String>,
     proxy_to: Option<String>,
     event_delay_us: u64,
+    metrics_fault: Option<String>,
 }
 
 fn parse_args() -> Config {
@@ -103,6 +107,7 @@ fn parse_args() -> Config {
             "--tag" => c.tag = val(),
             "--request-log" => c.request_log = Some(val()),
             "--proxy-to" => c.proxy_to = Some(val()),
+            "--metrics-fault" => c.metrics_fault = Some(val()),
             "--event-delay-us" => c.event_delay_us = val().parse().unwrap_or_else(|_| die("bad --event-delay-us")),
             "--host" => c.host = val(),
             "--port" => c.port = val().parse().unwrap_or_else(|_| die("bad --port")),
@@ -261,6 +266,83 @@ struct Counters {
     answered: AtomicU32,
     in_flight: AtomicU32,
     per_prompt: Mutex<BTreeMap<String, u32>>,
+    /// What `/metrics` reports: chat requests, prompt and answer words, prompt words asked before.
+    served: Mutex<Served>,
+}
+
+#[derive(Default)]
+struct Served {
+    requests: u64,
+    prompt_tokens: u64,
+    generated_tokens: u64,
+    cache_hits: u64,
+    prompts: std::collections::BTreeSet<String>,
+}
+
+impl Counters {
+    fn serve(&self, prompt: &str, answer: &str) {
+        let mut s = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        let words = prompt.split_whitespace().count() as u64;
+        s.requests += 1;
+        s.prompt_tokens += words;
+        s.generated_tokens += answer.split_whitespace().count() as u64;
+        if !s.prompts.insert(prompt.to_owned()) {
+            s.cache_hits += words;
+        }
+    }
+
+    /// vLLM's names (`docs/design/metrics.md`), with a `model_name` label on every series as vLLM has.
+    fn prometheus(&self) -> String {
+        let s = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        let running = self.in_flight.load(Ordering::SeqCst);
+        let l = "model_name=\"fake\"";
+        format!(
+            "# HELP vllm:request_success_total Count of successfully processed requests.\n\
+             # TYPE vllm:request_success_total counter\n\
+             vllm:request_success_total{{finished_reason=\"stop\",{l}}} {}\n\
+             # TYPE vllm:prompt_tokens_total counter\n\
+             vllm:prompt_tokens_total{{{l}}} {}\n\
+             # TYPE vllm:generation_tokens_total counter\n\
+             vllm:generation_tokens_total{{{l}}} {}\n\
+             # TYPE vllm:num_preemptions_total counter\n\
+             vllm:num_preemptions_total{{{l}}} 0\n\
+             # TYPE vllm:prefix_cache_queries_total counter\n\
+             vllm:prefix_cache_queries_total{{{l}}} {}\n\
+             # TYPE vllm:prefix_cache_hits_total counter\n\
+             vllm:prefix_cache_hits_total{{{l}}} {}\n\
+             # TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running{{{l}}} {running}\n\
+             # TYPE vllm:request_queue_time_seconds histogram\n\
+             vllm:request_queue_time_seconds_bucket{{le=\"+Inf\",{l}}} {}\n\
+             vllm:request_queue_time_seconds_sum{{{l}}} {}\n\
+             vllm:request_queue_time_seconds_count{{{l}}} {}\n",
+            s.requests,
+            s.prompt_tokens,
+            s.generated_tokens,
+            s.prompt_tokens,
+            s.cache_hits,
+            s.requests,
+            s.requests as f64 * 0.001,
+            s.requests,
+        )
+    }
+}
+
+/// `GET /metrics`: the counters, or the fault asked for.
+fn metrics(stream: &mut TcpStream, c: &Config, counters: &Counters) -> std::io::Result<()> {
+    match c.metrics_fault.as_deref() {
+        Some("malformed") => respond(stream, 200, "text/plain", b"<html>{{ not metrics\n"),
+        Some("oversized") => {
+            let line = "# TYPE pad counter\n".to_owned() + &"pad 1\n".repeat((5 << 20) / 6);
+            respond(stream, 200, "text/plain", line.as_bytes())
+        }
+        Some("hang") => {
+            std::thread::sleep(Duration::from_secs(c.lifetime_s));
+            Ok(())
+        }
+        Some("http404") => respond(stream, 404, "text/plain", b"not found"),
+        _ => respond(stream, 200, "text/plain; version=0.0.4", counters.prometheus().as_bytes()),
+    }
 }
 
 /// One chat request in flight for as long as it lives.
@@ -322,10 +404,16 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         std::thread::sleep(Duration::from_secs(c.lifetime_s));
         return Ok(());
     }
+    if path == "/metrics" {
+        return metrics(&mut stream, c, counters);
+    }
     if let Some(d) = c.dialect {
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let last_user = last_user_message(&req);
         let answer = c.answers.iter().find(|(k, _)| last_user.contains(k.as_str())).map_or("ok", |(_, v)| v.as_str());
+        if path == "/v1/chat/completions" {
+            counters.serve(&last_user, answer);
+        }
         let ask = dialect::Ask { path, req: &req, last_user: &last_user, answer, token_delay_ms: c.token_delay_ms };
         return dialect::serve(d, &mut stream, &ask);
     }
@@ -371,6 +459,7 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     let targeted = !warmup && c.fault_on.as_ref().is_none_or(|t| last_user.contains(t.as_str()));
     let fault = if targeted { c.fault.as_deref() } else { None };
     let n = counters.answered.fetch_add(1, Ordering::SeqCst) + 1;
+    counters.serve(&last_user, &answer);
     let others = counters.in_flight.fetch_add(1, Ordering::SeqCst);
     let _in_flight = InFlight(&counters.in_flight);
     let asked_before = if warmup {

@@ -16,8 +16,9 @@ use crate::words::ReceiveClock;
 /// comparison states its minimum detectable effect (`mde`), its within-session interval and the between-session
 /// spread it counted (`between_session`); the workload may carry goodput limits (`slo`); `spill` (`gauntlet bench`
 /// writes every request to a spill file as it finishes, and the batches' `requests` are the ones that file kept,
-/// within its cap). Versions 1 to 5 are still read.
-pub const BENCH_VERSION: u32 = 6;
+/// within its cap). 7: `server_metrics` (the server's Prometheus counters before and after the bench). Versions 1
+/// to 6 are still read.
+pub const BENCH_VERSION: u32 = 7;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -267,6 +268,10 @@ pub struct BenchRecord {
     /// Where the requests were kept while the bench ran (absent before version 6, and in a qualification's R5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spill: Option<Spill>,
+    /// The server's Prometheus counters around the bench (warm-ups included), where its kind serves them
+    /// (version 7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// The spill file of a bench: every measured request's record, one JSON line each, written as the request's batch

@@ -10,6 +10,8 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
+/// read without it.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
 /// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`, `server.readiness` (which probe
 /// answered, the model discovered) and `runtime.server` (what the server says about itself); older records read
@@ -19,11 +21,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 7;
+pub const RUN_RECORD_VERSION: u32 = 8;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -79,6 +81,9 @@ pub struct RunRecord {
     /// The server's build step (`[servers.NAME.build]`), when it has one: ran or skipped, its time and exit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<BuildRecord>,
+    /// The server's Prometheus counters around the suite, where its kind serves them (version 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// One build step of a spawned server, as `run.json` and `bench.json` record it.

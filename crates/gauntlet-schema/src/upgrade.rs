@@ -26,8 +26,8 @@ pub fn parse_run_record(text: &str) -> Result<RunRecord, String> {
         ));
     }
     let mut record: RunRecord = serde_json::from_value(raw).map_err(|e| format!("malformed run record: {e}"))?;
-    // Versions 6 and 7 only added fields (`answer.tokens`, `answer.timings`, `usage.cached_tokens`) that older records
-    // read without.
+    // Versions 6 to 8 only added fields (`answer.tokens`, `answer.timings`, `usage.cached_tokens`, `server_metrics`)
+    // that older records read without.
     if version < 5 {
         move_binary_digest(&mut record.identity, &mut record.runtime);
     }
@@ -49,7 +49,7 @@ pub fn move_binary_digest(identity: &mut IdentityRecord, runtime: &mut Value) {
 /// Reads a bench record (`bench.json`, `r5-performance.json`) of any readable version as today's
 /// [`BenchRecord`]. Version 2 added `released_monotonic_ns`, 3 `receive_clock` and `connected` (all optional);
 /// version 4 typed the identity (`build`, moved from `runtime.server_binary_sha256`); 5 added `text_dropped`
-/// (optional), 6 `spill` (optional). `origin` names the file in every error.
+/// (optional), 6 `spill`, 7 `server_metrics` (both optional). `origin` names the file in every error.
 pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, String> {
     let raw: Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
     let version = match raw.get("bench_version").and_then(Value::as_u64) {

@@ -176,15 +176,7 @@ impl Client {
         if status != 200 {
             return Err(ClientError::Status { url, status, body: String::new() });
         }
-        let mut chunks = resp.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| transport(&url, e, timeout.as_secs_f64(), true))?;
-            if buf.len() + chunk.len() > 1 << 20 {
-                return Err(ClientError::TooLarge { limit: 1 << 20 });
-            }
-            buf.extend_from_slice(&chunk);
-        }
+        let buf = read_capped(resp, &url, timeout, 1 << 20).await?;
         serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))
     }
 
@@ -197,18 +189,22 @@ impl Client {
             .headers()
             .get(reqwest::header::SERVER)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).chars().take(200).collect());
-        let mut chunks = resp.bytes_stream();
-        let mut buf = Vec::new();
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|e| transport(&url, e, timeout.as_secs_f64(), true))?;
-            buf.extend_from_slice(&chunk);
-            if buf.len() > 64 << 10 {
-                return Err(ClientError::TooLarge { limit: 64 << 10 });
-            }
-        }
+        let buf = read_capped(resp, &url, timeout, 64 << 10).await?;
         let body = serde_json::from_slice(&buf)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&buf).chars().take(200).collect()));
         Ok(Described { status, server, body })
+    }
+
+    /// GET a text document (Prometheus `/metrics`): the body of a 200 answer, at most `cap` bytes, all of it
+    /// within `timeout` (reqwest's timeout covers the body). Anything else is an error naming the URL.
+    pub async fn get_text(&self, path: &str, timeout: Duration, cap: usize) -> Result<String, ClientError> {
+        let (url, resp) = self.get(path, timeout).await?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(ClientError::Status { url, status, body: String::new() });
+        }
+        let buf = read_capped(resp, &url, timeout, cap).await?;
+        String::from_utf8(buf).map_err(|_| ClientError::Malformed("body is not UTF-8 text".into()))
     }
 
     /// POST `/v1/chat/completions`. The answer must be complete before `deadline`. A request lost to a connection
@@ -387,6 +383,25 @@ impl Client {
         }
         Ok((t, chunk))
     }
+}
+
+/// A GET's body, refused as soon as it passes `cap` bytes (the rest is never read).
+async fn read_capped(
+    resp: reqwest::Response,
+    url: &str,
+    timeout: Duration,
+    cap: usize,
+) -> Result<Vec<u8>, ClientError> {
+    let mut chunks = resp.bytes_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| transport(url, e, timeout.as_secs_f64(), true))?;
+        if buf.len() + chunk.len() > cap {
+            return Err(ClientError::TooLarge { limit: cap });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
 }
 
 fn transport(url: &str, e: reqwest::Error, seconds: f64, during_body: bool) -> ClientError {

@@ -78,6 +78,9 @@ pub struct Profile {
     /// The server's wire dialect (`dialect = "vllm"`; `llama.cpp` when not told), one of [`DIALECTS`]: its thinking
     /// switch and token fields (the client's `TokenDialect::of`).
     pub dialect: String,
+    /// Where the server's Prometheus text is scraped before and after a run or bench: the kind's metrics path,
+    /// or the profile's `metrics = "/path"`; None with `metrics = false` or when the kind serves none.
+    pub metrics_path: Option<String>,
     /// `extra_body`: fields merged into every request of this profile (a case's own `extra_body` wins).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
@@ -576,6 +579,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "bench",
             "dialect",
             "extra_body",
+            "metrics",
         ],
     );
     let errors_before = p.errors.len();
@@ -823,6 +827,25 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             serde_json::Map::new()
         }),
     };
+    // The kind's Prometheus path unless the profile says otherwise (a server without a kind has none).
+    let kind_metrics = match &target {
+        Some(Target::Spawn(s)) => s.kind.and_then(|k| k.metrics_path),
+        Some(Target::Attach(_)) => {
+            r.table.get("kind").and_then(|k| k.as_str()).and_then(crate::kinds::find).and_then(|k| k.metrics_path)
+        }
+        None => None,
+    };
+    let metrics_path = match r.table.get("metrics") {
+        None | Some(toml::Value::Boolean(true)) => kind_metrics.map(str::to_owned),
+        Some(toml::Value::Boolean(false)) => None,
+        Some(toml::Value::String(path)) if path.starts_with('/') && !path.chars().any(char::is_control) => {
+            Some(path.clone())
+        }
+        Some(_) => {
+            p.error(&r.at("metrics"), "expected `false`, `true` or a path starting with `/` (\"/metrics\")");
+            None
+        }
+    };
     let bench = super::qualify::read_bench_workload(p, &r, root);
     let paired_alternate = super::qualify::read_bench_paired(p, &r);
     let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
@@ -851,6 +874,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         paired_alternate,
         features: declared,
         dialect,
+        metrics_path,
         extra_body,
         missing,
     })

@@ -102,6 +102,7 @@ pub(super) async fn performance(
         sentry: None,
         build: None,
         spill: None,
+        server_metrics: None,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }

@@ -87,6 +87,9 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         );
     }
     server_timings(&mut s, run);
+    if let Some(m) = &run.server_metrics {
+        s.push_str(&server_metrics(m, "suite"));
+    }
     if !run.server.log_tail.is_empty() {
         s.push_str("\n## Server log (last lines)\n\n```text\n");
         for line in &run.server.log_tail {
@@ -134,6 +137,35 @@ fn server_timings(s: &mut String, run: &RunRecord) {
             f(t.and_then(|t| t.predicted_per_second), 1),
         );
     }
+}
+
+/// `server_metrics` as a section of `report.md` and `bench.md`: each scrape that failed with its reason, and the key
+/// metrics' changes over the `span` (`suite`, `bench`); every other series is left to the JSON. Names are the
+/// server's text.
+pub(crate) fn server_metrics(m: &gauntlet_schema::ServerMetrics, span: &str) -> String {
+    let mut s = format!("\n## Server metrics\n\n{} scraped before and after the {span}", code(&m.path));
+    let failed: Vec<_> = [("before", &m.before), ("after", &m.after)]
+        .into_iter()
+        .filter_map(|(when, scrape)| Some((when, scrape.error.as_deref().filter(|_| !scrape.ok)?)))
+        .collect();
+    if !failed.is_empty() {
+        s.push_str(".\n\n");
+        for (when, why) in failed {
+            let _ = writeln!(s, "- the scrape {when} failed: {}", text(why));
+        }
+        return s;
+    }
+    let series = m.counters.len() + m.gauges.len();
+    if m.key.is_empty() {
+        let _ = writeln!(s, ": no key metric of a known engine among its {series} series (all in the JSON record).");
+        return s;
+    }
+    let _ = writeln!(s, " ({series} series in the JSON record).\n\n| metric | series | change |\n|---|---|---:|");
+    for k in &m.key {
+        let value = if k.delta.fract() == 0.0 { format!("{:.0}", k.delta) } else { format!("{:.3}", k.delta) };
+        let _ = writeln!(s, "| {} | {} | {value} |", text(&k.name.replace('_', " ")), code(&k.series));
+    }
+    s
 }
 
 /// The model as the identity's recipe names it: a spawned server's model file and digest, or the name an

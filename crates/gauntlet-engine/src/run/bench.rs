@@ -112,6 +112,8 @@ pub fn run_bench(
     match &session.load {
         Err(why) => problems.push(format!("the server did not load: {why}")),
         Ok(_) => {
+            // The server's own counters around the whole workload, warm-ups included.
+            session.scrape_metrics_before(&rt);
             let client = session.client.clone();
             let process = session.process_mut();
             let (measured, died) =
@@ -120,6 +122,7 @@ pub fn run_bench(
             problems.extend(died);
         }
     }
+    let server_metrics = session.scrape_metrics_after(&rt);
     drop(rt);
     let build = session.build.as_ref().map(|b| b.record.clone());
     let (closed, sentry_findings) = session.close(profile, false, &runtime);
@@ -159,6 +162,7 @@ pub fn run_bench(
         sentry: Some(closed.sentry),
         build,
         spill: Some(spill.finish()),
+        server_metrics,
     };
     write_bench(&record, out_dir)?;
     Ok(record)

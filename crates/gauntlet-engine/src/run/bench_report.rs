@@ -245,6 +245,9 @@ pub fn markdown(r: &BenchRecord) -> String {
             let _ = writeln!(md, "- {}", comparison_line(conc, c));
         }
     }
+    if let Some(m) = &r.server_metrics {
+        md.push_str(&crate::report::markdown::server_metrics(m, "bench (warm-ups included)"));
+    }
     if !r.problems.is_empty() {
         let _ = writeln!(md, "\n## Problems\n");
         for p in &r.problems {

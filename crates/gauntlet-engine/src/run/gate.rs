@@ -88,6 +88,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     let total = profile.suite.cases.len();
     // The suite's start and end, and the GPU check below, are events: with `ready` and `stopped` they show where
     // a gate's own time goes (scripts/bench-gate-overhead.sh).
+    // The server's own counters before the first case and after the last (its readiness probes come before).
+    session.scrape_metrics_before(&rt);
     session.life.event("suite-started", format!("{total} case(s)"));
     for (index, case) in profile.suite.cases.iter().enumerate() {
         let mut record = new_case_record(case, profile);
@@ -184,6 +186,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         session.life.event("gpu-use-checked", "the server's processes on the device, asked before the stop");
     }
 
+    let server_metrics = session.scrape_metrics_after(&rt);
     reporter.event(&RunEvent::Stopping);
     drop(rt);
     let base_url = session.base_url.clone();
@@ -246,6 +249,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         }),
         sentry: Some(sentry),
         build,
+        server_metrics,
     };
     if !spawned && record.build.is_none() {
         record.findings.push(Finding {

@@ -24,6 +24,7 @@
 
 pub mod describe;
 mod identity;
+pub mod metrics;
 mod port_owner;
 mod steps;
 
@@ -205,6 +206,8 @@ pub struct Session {
     /// Seconds waited for the GPU and who held it meanwhile.
     pub gpu_wait: Option<(f64, Vec<String>)>,
     pub(crate) process: Option<ServerProcess>,
+    /// The scrape of the server's `/metrics` before the run, where the profile has a metrics path.
+    metrics: Option<metrics::MetricsProbe>,
     bracket: Option<Result<crate::sentry::kmsg::Bracket, String>>,
     probe: Box<dyn gpu::Probe>,
     _lock: Option<gpu::HostLock>,
@@ -271,6 +274,7 @@ impl Session {
             build_identity: None,
             gpu_wait: None,
             process: None,
+            metrics: profile.metrics_path.as_deref().map(metrics::MetricsProbe::new),
             bracket: None,
             probe,
             _lock: None,
@@ -412,6 +416,24 @@ impl Session {
 
     pub(crate) fn process_mut(&mut self) -> Option<&mut ServerProcess> {
         self.process.as_mut()
+    }
+
+    /// Scrapes the server's Prometheus text before the first measured request (after readiness); nothing when the
+    /// profile has no metrics path or the server did not load. Bounded by [`metrics::SCRAPE_TIMEOUT`].
+    pub fn scrape_metrics_before(&mut self, rt: &tokio::runtime::Runtime) {
+        if !self.loaded() {
+            return;
+        }
+        if let Some(m) = self.metrics.as_mut() {
+            rt.block_on(m.before(&self.client));
+        }
+    }
+
+    /// Scrapes it again after the last request, while the server still runs: the change since
+    /// [`Session::scrape_metrics_before`] (None when that did not scrape). A failed scrape is a note in the record.
+    pub fn scrape_metrics_after(&mut self, rt: &tokio::runtime::Runtime) -> Option<gauntlet_schema::ServerMetrics> {
+        let m = self.metrics.as_mut()?;
+        rt.block_on(m.after(&self.client))
     }
 
     /// The profile as the session speaks to the server: its `request_model` is the model readiness discovered.

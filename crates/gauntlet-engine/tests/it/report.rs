@@ -126,6 +126,7 @@ fn record() -> (RunRecord, RunRecord) {
         }),
         sentry: None,
         build: None,
+        server_metrics: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

@@ -59,6 +59,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
         baseline: None,
         sentry: None,
         build: None,
+        server_metrics: None,
     }
 }
 

@@ -167,6 +167,17 @@ fn embedded_default_gate_passes_against_its_promoted_baseline() {
     assert_eq!(build["binary_sha256"].as_str().map(str::len), Some(64), "{build}");
     assert_eq!(build["built"], false);
     assert!(record["runtime"].get("server_binary_sha256").is_none());
+    // llama.cpp's own counters (`--metrics`), scraped before and after the suite: it decoded tokens in between.
+    let metrics = &record["server_metrics"];
+    assert_eq!(
+        (metrics["before"]["ok"].as_bool(), metrics["after"]["ok"].as_bool()),
+        (Some(true), Some(true)),
+        "{metrics}"
+    );
+    let predicted =
+        metrics["counters"].as_array().unwrap().iter().find(|c| c["name"] == "llamacpp:tokens_predicted_total");
+    assert!(predicted.and_then(|c| c["delta"].as_f64()).is_some_and(|d| d > 0.0), "{metrics}");
+    assert!(report.contains("| generated tokens | `llamacpp:tokens_predicted_total` |"), "{report}");
 
     // One token id changed in a copy of the real run.json: `compare --json` names that token, from 0.
     let mut copy = record.clone();

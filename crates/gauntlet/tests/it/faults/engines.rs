@@ -163,7 +163,7 @@ fn another_engine_behind_the_same_url_is_named_first() {
 }
 
 /// A server started through a kind's launch template, its binary overridden: the argv places the model, host,
-/// port, parallel slots and context with llama.cpp's flags, and the identity names the kind.
+/// port, parallel slots and context with llama.cpp's flags (and `--metrics`), and the identity names the kind.
 #[test]
 fn a_kind_template_starts_the_server() {
     let f = Fixture::new("kind").profile("parallel = 2\ncontext = 4096");
@@ -180,7 +180,12 @@ fn a_kind_template_starts_the_server() {
         record["server"]["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
     let model = f.path().join("models/tiny.gguf").display().to_string();
     let port = f.port.to_string();
-    assert_eq!(command[1..11], ["-m", &model, "--host", "127.0.0.1", "--port", &port, "-np", "2", "-c", "4096"]);
+    assert_eq!(
+        command[1..12],
+        ["-m", &model, "--host", "127.0.0.1", "--port", &port, "--metrics", "-np", "2", "-c", "4096"]
+    );
+    // The kind's metrics path is scraped without the profile saying so.
+    assert_eq!(record["server_metrics"]["after"]["ok"], true, "{}", record["server_metrics"]);
     assert!(command[0].ends_with("bin/fake-server"), "{command:?}");
     let server = &record["identity"]["recipe"]["server"];
     assert_eq!(server["engine"], "llama.cpp");

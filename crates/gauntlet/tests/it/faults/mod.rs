@@ -17,6 +17,7 @@ mod inputs;
 mod lifecycle;
 mod lm_eval;
 mod merge;
+mod metrics;
 mod paired;
 mod plan;
 mod process;
