@@ -45,6 +45,8 @@ pub struct Kind {
     /// The server refuses a request naming another model than the one it serves: without `request_model`, the name
     /// is learned from `/v1/models`.
     pub checks_model_name: bool,
+    /// Ids `/v1/models` lists beside the served model as other names for it; model discovery passes over them.
+    pub model_aliases: &'static [&'static str],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +108,7 @@ pub const KINDS: &[Kind] = &[
         tools: "native (--jinja, on by default)",
         models: &[ModelForm::File],
         checks_model_name: false,
+        model_aliases: &[],
     },
     // vLLM `vllm serve MODEL --host --port`; engine args --max-num-seqs, --max-model-len, --revision
     // (docs.vllm.ai engine_args); /health, /version, /metrics on by default; tools need
@@ -135,6 +138,7 @@ pub const KINDS: &[Kind] = &[
         tools: "needs --enable-auto-tool-choice --tool-call-parser NAME (else HTTP 400)",
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
+        model_aliases: &[],
     },
     // SGLang server_arguments docs: --model-path, --host, --port, --context-length, --revision; the concurrency
     // cap --max-running-requests is a widely used name not re-read in a primary source; /health,
@@ -163,6 +167,7 @@ pub const KINDS: &[Kind] = &[
         tools: "needs --tool-call-parser NAME",
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
+        model_aliases: &[],
     },
     // TGI text-generation-launcher docs: --model-id, --revision, --hostname, --port, --max-concurrent-requests,
     // --max-total-tokens; /health 200/503; /info (model_id, sha, version); /metrics on the main port.
@@ -188,6 +193,7 @@ pub const KINDS: &[Kind] = &[
         tools: "native (grammar-constrained)",
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: false,
+        model_aliases: &[],
     },
     // TensorRT-LLM `trtllm-serve MODEL --host --port`, --max_batch_size, --max_seq_len (trtllm-serve docs);
     // /health, /version; its /metrics is JSON iteration statistics, not Prometheus; `model` is required.
@@ -207,6 +213,7 @@ pub const KINDS: &[Kind] = &[
         tools: "per model's tool parser (unconfirmed)",
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
+        model_aliases: &[],
     },
     // Ollama `ollama serve`, settings only from the environment (envconfig/config.go): OLLAMA_HOST,
     // OLLAMA_NUM_PARALLEL, OLLAMA_CONTEXT_LENGTH; no /health (GET / answers "Ollama is running"); /api/version;
@@ -231,15 +238,32 @@ pub const KINDS: &[Kind] = &[
         tools: "native (each call whole in one delta)",
         models: &[ModelForm::Hub],
         checks_model_name: true,
+        model_aliases: &[],
     },
     // mistral.rs `mistralrs serve -m ID_OR_DIR [-f FILE.gguf] --host -p PORT`, --max-seqs, --max-seq-len
-    // (docs reference/cli/serve.md); /health is not load-aware (readiness needs the generation); /metrics on by
-    // default; answers a wrong model name with HTTP 500 "model not available".
+    // (docs reference/cli/serve.md); /health is not load-aware (readiness needs the generation); answers a wrong
+    // model name with HTTP 500 "model not available". Checked against 0.8.1 (mistralrs-cli, the real server of the
+    // tests): a single GGUF file needs `--format gguf` (its auto loader looks for config.json and fails without
+    // it); `/v1/models` lists a `default` entry before the served model (mistralrs-server-core handlers.rs), an
+    // alias that requests may name; `/metrics` came after 0.8.1 (its router has no such route: the scrape records
+    // HTTP 404), the series below are 0.9.2's (engines.md).
     Kind {
         name: "mistralrs",
         program: "mistralrs",
         launch: &["serve", "--host", "{host}", "-p", "{port}", "-m", "{model}"],
-        launch_file: Some(&["serve", "--host", "{host}", "-p", "{port}", "-m", "{model_dir}", "-f", "{model_file}"]),
+        launch_file: Some(&[
+            "serve",
+            "--host",
+            "{host}",
+            "-p",
+            "{port}",
+            "--format",
+            "gguf",
+            "-m",
+            "{model_dir}",
+            "-f",
+            "{model_file}",
+        ]),
         parallel: &["--max-seqs", "{parallel}"],
         context: &["--max-seq-len", "{context}"],
         revision: &[],
@@ -257,6 +281,7 @@ pub const KINDS: &[Kind] = &[
         tools: "native",
         models: &[ModelForm::File, ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
+        model_aliases: &["default"],
     },
 ];
 
@@ -443,7 +468,7 @@ mod tests {
         assert_eq!(argv("ollama"), "serve");
         assert_eq!(
             argv("mistralrs"),
-            "serve --host 127.0.0.1 -p 8000 -m /m -f model.gguf --max-seqs 4 --max-seq-len 4096"
+            "serve --host 127.0.0.1 -p 8000 --format gguf -m /m -f model.gguf --max-seqs 4 --max-seq-len 4096"
         );
         let ollama = launch_environment(find("ollama").unwrap(), &fill());
         assert_eq!(

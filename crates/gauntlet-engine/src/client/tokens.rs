@@ -205,15 +205,15 @@ impl TokenCollector {
         for (i, entry) in content.iter().enumerate() {
             self.count += 1;
             let side = side_ids.and_then(|ids| ids.get(i));
+            let EntryText { text, bytes, id: in_token } = text_and_bytes(entry)?;
             let id = match entry.get("id").or(side) {
-                None | Some(Value::Null) => None,
+                None | Some(Value::Null) => in_token,
                 Some(v) => Some(v.as_u64().ok_or_else(|| malformed("a token id is not a non-negative integer", v))?),
             };
             self.all_ids &= id.is_some();
             if self.items.len() >= MAX_TOKENS_KEPT {
                 continue;
             }
-            let (text, bytes) = text_and_bytes(entry)?;
             let logprob = match entry.get("logprob") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(number(v)?),
@@ -222,9 +222,9 @@ impl TokenCollector {
             if let Some(alts) = entry.get("top_logprobs").filter(|v| !v.is_null()) {
                 let alts = alts.as_array().ok_or_else(|| malformed("top_logprobs is not an array", alts))?;
                 for alt in alts.iter().take(TOP_ALTERNATIVES) {
-                    let (text, bytes) = text_and_bytes(alt)?;
+                    let EntryText { text, bytes, id: in_token } = text_and_bytes(alt)?;
                     let id = match alt.get("id") {
-                        None | Some(Value::Null) => None,
+                        None | Some(Value::Null) => in_token,
                         Some(v) => {
                             Some(v.as_u64().ok_or_else(|| malformed("an alternative's id is not an integer", v))?)
                         }
@@ -248,11 +248,17 @@ impl TokenCollector {
     }
 }
 
-/// The token's text, and its bytes only where they are not that text's UTF-8 (a piece of a multi-byte character).
-fn text_and_bytes(entry: &Value) -> Result<(String, Option<Vec<u8>>), ClientError> {
+/// The token's text, its bytes only where they are not that text's UTF-8 (a piece of a multi-byte character), and
+/// the id an entry carries in `token` itself: mistral.rs 0.8.1 writes its alternatives as `{"token": 60, "bytes":
+/// "L"}`, the id where the text belongs and the text where the bytes belong (seen on the real server).
+fn text_and_bytes(entry: &Value) -> Result<EntryText, ClientError> {
+    if let (Some(Value::Number(n)), Some(Value::String(text))) = (entry.get("token"), entry.get("bytes")) {
+        let id = n.as_u64().ok_or_else(|| malformed("a token id is not a non-negative integer", &entry["token"]))?;
+        return Ok(EntryText { text: text.clone(), bytes: None, id: Some(id) });
+    }
     let text = match entry.get("token") {
         Some(Value::String(s)) => s.clone(),
-        // mistral.rs puts the numeric id here.
+        // A numeric `token` without its text: the number is all there is.
         Some(Value::Number(n)) => n.to_string(),
         other => return Err(malformed("a logprobs entry has no string `token`", other.unwrap_or(&Value::Null))),
     };
@@ -268,7 +274,14 @@ fn text_and_bytes(entry: &Value) -> Result<(String, Option<Vec<u8>>), ClientErro
         }
         Some(other) => return Err(malformed("a token's `bytes` is not an array", other)),
     };
-    Ok((text, bytes))
+    Ok(EntryText { text, bytes, id: None })
+}
+
+/// One logprobs entry's token: see [`text_and_bytes`].
+struct EntryText {
+    text: String,
+    bytes: Option<Vec<u8>>,
+    id: Option<u64>,
 }
 
 fn number(v: &Value) -> Result<f64, ClientError> {
@@ -374,6 +387,24 @@ mod tests {
             .unwrap();
         let t = c.finish(true).unwrap();
         assert_eq!((t.source, t.items[1].id), (TokenSource::Ids, Some(6)));
+    }
+
+    /// The shape mistral.rs 0.8.1 answered on the real server: the chosen token as text with byte values, each
+    /// alternative with its id under `token` and its text under `bytes`.
+    #[test]
+    fn mistral_rs_alternatives_carry_the_id_in_token_and_the_text_in_bytes() {
+        let mut c = TokenCollector::default();
+        c.add_choice(&json!({"logprobs": {"content": [
+            {"token": "L", "logprob": 1.397, "bytes": [76], "top_logprobs": [
+                {"token": 60, "logprob": 1.397, "bytes": "L"}, {"token": 15319, "logprob": 1.392, "bytes": "La"}]}]}}))
+            .unwrap();
+        let t = c.finish(true).unwrap();
+        assert_eq!(t.source, TokenSource::NoIds, "the chosen token has no id");
+        assert_eq!((t.items[0].text.as_str(), t.items[0].bytes.as_ref()), ("L", None));
+        assert_eq!(t.items[0].top[1], Alternative { id: Some(15319), text: "La".into(), bytes: None, logprob: 1.392 });
+        let negative =
+            json!({"logprobs": {"content": [{"token": "L", "top_logprobs": [{"token": -1, "bytes": "L"}]}]}});
+        assert!(TokenCollector::default().add_choice(&negative).is_err(), "a negative id is malformed");
     }
 
     #[test]

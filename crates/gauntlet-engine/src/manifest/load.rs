@@ -52,6 +52,9 @@ pub struct Profile {
     /// No `request_model` was given and the server checks the name (an attached server, or a kind that does):
     /// readiness asks `/v1/models` and uses the one model it lists.
     pub discover_model: bool,
+    /// Ids the server's kind lists in `/v1/models` as other names of its model (mistral.rs's `default`): discovery
+    /// passes over them.
+    pub model_aliases: &'static [&'static str],
     pub health_path: String,
     pub load_timeout: Duration,
     pub request_timeout: Duration,
@@ -710,6 +713,16 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     if !health_path.starts_with('/') {
         p.error(&r.at("health_path"), "must start with /");
     }
+    let model_aliases = match &target {
+        Some(Target::Spawn(s)) => s.kind.map_or(&[][..], |k| k.model_aliases),
+        Some(Target::Attach(_)) => r
+            .table
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .and_then(crate::kinds::find)
+            .map_or(&[][..], |k| k.model_aliases),
+        None => &[],
+    };
     let explicit_model = r.string(p, "request_model");
     let discover_model = explicit_model.is_none()
         && match &target {
@@ -859,6 +872,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         suite: suite?,
         request_model,
         discover_model,
+        model_aliases,
         health_path,
         load_timeout,
         request_timeout,

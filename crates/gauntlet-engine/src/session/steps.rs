@@ -220,7 +220,11 @@ pub(super) async fn wait_ready(
                 Ok(list) => {
                     answered = answered.or(Some("models"));
                     if profile.discover_model && discovered.is_none() {
-                        let ids = model_ids(&list);
+                        let mut ids = model_ids(&list);
+                        // An alias of the served model (the kind's) is no second model, unless it is all there is.
+                        if ids.iter().any(|id| !profile.model_aliases.contains(&id.as_str())) {
+                            ids.retain(|id| !profile.model_aliases.contains(&id.as_str()));
+                        }
                         match ids.as_slice() {
                             [one] => {
                                 model = one.clone();

@@ -83,6 +83,27 @@ fn several_models_without_request_model_exit_2_listing_them() {
     assert_no_survivors(&f.tag);
 }
 
+/// mistral.rs lists a `default` entry beside the model it serves (0.8.1, checked on the real server): an alias
+/// of its kind, so discovery takes the served model; without the kind the two ids are two models (exit 2 above).
+#[test]
+fn a_kinds_model_alias_is_no_second_model() {
+    let f = Fixture::new("alias");
+    let port = free_port();
+    let server = attached_server(&f, &["--pose", "mistralrs", "--models", "default,served/model-1"], port);
+    let manifest = attach_manifest(&f, port, "kind = \"mistralrs\"");
+    let run = run_attached(&f, &manifest, "out", &[]);
+    let plain = attach_manifest(&f, port, "");
+    let without_kind = run_attached(&f, &plain, "plain", &[]);
+    stop(server);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let record = run.record.as_ref().unwrap();
+    assert_eq!(record["server"]["readiness"]["discovered_model"], "served/model-1", "{}", run.explain());
+    assert_eq!(run.case("alpha")["request"]["model"], "served/model-1");
+    assert_eq!(without_kind.code, 2, "{}", without_kind.explain());
+    assert!(without_kind.stderr.contains("serves 2 models: default, served/model-1"), "{}", without_kind.explain());
+    assert_no_survivors(&f.tag);
+}
+
 /// An answer waiting cannot change (404 for the model the profile names) ends readiness at once with the server's
 /// message, instead of retrying for the whole load timeout.
 #[test]
