@@ -8,7 +8,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native --browser --test
+GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native --browser --test --mistralrs
 
 # What setup caches must not depend on the checkout that installed it: install again from a throwaway copy of the
 # scripts (with the same GAUNTLET_HOME), delete the copy, and start the cached launcher.

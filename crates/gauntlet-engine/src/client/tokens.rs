@@ -229,7 +229,12 @@ impl TokenCollector {
                             Some(v.as_u64().ok_or_else(|| malformed("an alternative's id is not an integer", v))?)
                         }
                     };
-                    let logprob = number(alt.get("logprob").unwrap_or(&Value::Null))?;
+                    // A probability of zero has the logprob −∞, which JSON cannot write: mistral.rs 0.8.1 sends
+                    // null (seen on the real server). Such an alternative is no alternative.
+                    let logprob = match alt.get("logprob") {
+                        Some(Value::Null) => continue,
+                        v => number(v.unwrap_or(&Value::Null))?,
+                    };
                     top.push(Alternative { id, text, bytes, logprob });
                 }
             }

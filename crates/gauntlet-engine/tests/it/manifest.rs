@@ -200,10 +200,10 @@ fn spawn_command_is_binary_model_host_port_then_arguments_in_order() {
 }
 
 #[test]
-fn embedded_default_is_valid_and_names_both_servers() {
+fn embedded_default_is_valid_and_names_its_servers() {
     let m = Manifest::embedded_default(Path::new(ROOT)).unwrap();
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
-    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "native"]);
+    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "mistralrs", "native"]);
     assert_eq!(m.default_profile.as_deref(), Some("default"));
 }
 
