@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::{assert_server_gone, home};
+use super::{assert_every_case_answered, assert_server_gone, home};
 use crate::common::{finish, free_port, gauntlet};
 
 #[test]
@@ -23,17 +23,7 @@ fn mistral_rs_runs_the_default_suite_through_its_kind() {
     assert_server_gone(port);
     assert_eq!(run.code, 0, "{}", run.explain());
     assert_eq!(run.verdict(), "warn", "no baseline yet\n{}", run.explain());
-    let record = run.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", run.explain()));
-    let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 16);
-    for c in cases {
-        assert!(
-            c["status"] == "pass" || c["status"] == "fail",
-            "case {} was not answered: {c}\n{}",
-            c["id"],
-            run.explain()
-        );
-    }
+    let (record, cases) = assert_every_case_answered(&run);
     let serious: Vec<&serde_json::Value> = record["findings"]
         .as_array()
         .unwrap()
