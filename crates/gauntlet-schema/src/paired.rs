@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::Finding;
 use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 
-pub const PAIRED_VERSION: u32 = 1;
+/// 2: each side's `server_metrics` (its Prometheus counters around each of its sessions).
+pub const PAIRED_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {
@@ -67,6 +68,10 @@ pub struct Side {
     pub stops: Vec<String>,
     /// Server starts (alternate mode restarts a server at each switch).
     pub starts: usize,
+    /// The server's `/metrics` before its first request (warm-ups included) and after its last, one entry per
+    /// session (v2; none where the kind serves no metrics or the profile turned them off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<crate::server_metrics::ServerMetrics>,
 }
 
 /// One pair: the same prompt to both, in `order`.

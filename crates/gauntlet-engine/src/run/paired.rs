@@ -116,6 +116,7 @@ impl Server<'_> {
 struct Ledger {
     stops: [Vec<String>; 2],
     starts: [usize; 2],
+    server_metrics: [Vec<gauntlet_schema::ServerMetrics>; 2],
     findings: Vec<gauntlet_schema::Finding>,
     problems: Vec<String>,
 }
@@ -143,13 +144,14 @@ fn open<'p>(
         Member::B => "b",
     });
     let opts = SessionOptions { out_dir: &dir, ready_limit: None, built: None, announce_cases: None };
-    let session = Session::open(profile, opts, rt, reporter)?;
+    let mut session = Session::open(profile, opts, rt, reporter)?;
     ledger.starts[slot(member)] += 1;
     if let Err(why) = &session.load {
         ledger.problems.push(format!("{member:?} (`{}`): the server did not load: {why}", profile.name));
-        close(member, profile, session, ledger);
+        close(member, profile, session, rt, ledger);
         return Ok(None);
     }
+    session.scrape_metrics_before(rt);
     let mut server = Server { profile, session, endpoint: None, pool: Vec::new() };
     // Warm-ups, discarded: a fresh server's first answers are slower than its steady state.
     for i in 0..workload.warmups {
@@ -158,7 +160,11 @@ fn open<'p>(
     Ok(Some(server))
 }
 
-fn close(member: Member, profile: &Profile, session: Session, ledger: &mut Ledger) {
+fn close(member: Member, profile: &Profile, mut session: Session, rt: &tokio::runtime::Runtime, ledger: &mut Ledger) {
+    // None when the session did not scrape before (it did not load, or no metrics path).
+    if let Some(m) = session.scrape_metrics_after(rt) {
+        ledger.server_metrics[slot(member)].push(m);
+    }
     let (closed, sentry_findings) = session.close(profile, false, &Value::Null);
     let stop = closed.stop.as_str();
     if stop != "terminated" && stop != "attached" {
@@ -208,7 +214,7 @@ pub fn run_paired(
                 Err(e) => {
                     // B could not be opened (a busy GPU, …): A's server is stopped before the error goes up.
                     if let Some(s) = servers[0].take() {
-                        close(Member::A, a, s.session, &mut ledger);
+                        close(Member::A, a, s.session, &rt, &mut ledger);
                     }
                     return Err(e);
                 }
@@ -232,7 +238,7 @@ pub fn run_paired(
                 let other = 1 - slot(m);
                 if let Some(s) = servers[other].take() {
                     let other_member = if other == 0 { Member::A } else { Member::B };
-                    close(other_member, profiles[other], s.session, &mut ledger);
+                    close(other_member, profiles[other], s.session, &rt, &mut ledger);
                 }
                 match open(m, profiles[slot(m)], out_dir, &rt, reporter, &mut ledger, workload, &extra)? {
                     Some(s) => servers[slot(m)] = Some(s),
@@ -292,7 +298,7 @@ pub fn run_paired(
     for (i, s) in servers.into_iter().enumerate() {
         if let Some(s) = s {
             let m = if i == 0 { Member::A } else { Member::B };
-            close(m, profiles[i], s.session, &mut ledger);
+            close(m, profiles[i], s.session, &rt, &mut ledger);
         }
     }
     drop(rt);
@@ -324,6 +330,7 @@ pub fn run_paired(
         identity_digest: id.digest.clone(),
         stops: ledger.stops[i].clone(),
         starts: ledger.starts[i],
+        server_metrics: ledger.server_metrics[i].clone(),
     };
     let record = PairedRecord {
         paired_version: PAIRED_VERSION,
@@ -449,6 +456,13 @@ pub fn markdown(r: &PairedRecord) -> String {
     );
     for p in &r.problems {
         let _ = writeln!(s, "- Problem: {}", esc(p));
+    }
+    for (name, side) in [("A", &r.a), ("B", &r.b)] {
+        for (i, m) in side.server_metrics.iter().enumerate() {
+            let span = format!("{name}'s session {}", i + 1);
+            s.push('\n');
+            s.push_str(&crate::report::markdown::server_metrics(m, &span));
+        }
     }
     s
 }

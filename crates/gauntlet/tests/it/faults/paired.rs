@@ -31,6 +31,7 @@ fn two_profiles(f: &Fixture, a_ms: u64, b_ms: u64, extra_b: &str) -> PathBuf {
         profiles.push_str(&format!(
             "[profiles.{name}]\nmodel = \"tiny\"\nserver = \"fake\"\nport = {port}\nsuite = \"suite.toml\"\n\
              server_arguments = [{args}]\nload_timeout = \"10s\"\nrequest_timeout = \"5s\"\nstop_grace = \"2s\"\n\
+             metrics = \"/metrics\"\n\
              [profiles.{name}.bench]\nmax_tokens = 40\nwarmups = 1\nprompts = \"corpus.jsonl\"\n{extra}\n",
             port = free_port(),
             args = args.join(", "),
@@ -80,8 +81,23 @@ fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
     let manifest = two_profiles(&f, 2, 4, "");
     let (code, text, record) = paired(&f, &manifest, "slow", "8");
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(record["paired_version"], 1);
+    assert_eq!(record["paired_version"], 2);
     assert_eq!(record["verdict"], "regression", "{text}");
+    // Each side's server counted its own requests between the scrapes: at least one warm-up and one per pair (a
+    // fresh connection is warmed with a request of its own), and the same on both sides: equal work.
+    let finished: Vec<f64> = ["a", "b"]
+        .iter()
+        .map(|side| {
+            let sessions = record[side]["server_metrics"].as_array().unwrap_or_else(|| panic!("{side}: {record}"));
+            assert_eq!(sessions.len(), 1, "one session each when both are up");
+            let key = sessions[0]["key"].as_array().unwrap();
+            let k = key.iter().find(|k| k["name"] == "requests_finished").unwrap_or_else(|| panic!("{key:?}"));
+            k["delta"].as_f64().unwrap()
+        })
+        .collect();
+    assert!(finished[0] >= 9.0 && finished[0] == finished[1], "{finished:?}");
+    let md = std::fs::read_to_string(f.path().join("slow/paired.md")).unwrap();
+    assert!(md.contains("A's session 1") && md.contains("requests finished"), "{md}");
     assert_eq!(record["mode"], "both");
     assert_eq!(record["pairs"].as_array().unwrap().len(), 8, "{text}");
     let decode = call(&record, "decode_tokens_per_second");
