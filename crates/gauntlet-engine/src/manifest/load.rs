@@ -713,16 +713,13 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     if !health_path.starts_with('/') {
         p.error(&r.at("health_path"), "must start with /");
     }
-    let model_aliases = match &target {
-        Some(Target::Spawn(s)) => s.kind.map_or(&[][..], |k| k.model_aliases),
-        Some(Target::Attach(_)) => r
-            .table
-            .get("kind")
-            .and_then(|k| k.as_str())
-            .and_then(crate::kinds::find)
-            .map_or(&[][..], |k| k.model_aliases),
-        None => &[],
+    // The profile's kind: its server's, or an attached server's `kind` (checked above); None for `custom`.
+    let kind: Option<&'static crate::kinds::Kind> = match &target {
+        Some(Target::Spawn(s)) => s.kind,
+        Some(Target::Attach(_)) => r.table.get("kind").and_then(|k| k.as_str()).and_then(crate::kinds::find),
+        None => None,
     };
+    let model_aliases = kind.map_or(&[][..], |k| k.model_aliases);
     let explicit_model = r.string(p, "request_model");
     let discover_model = explicit_model.is_none()
         && match &target {
@@ -818,14 +815,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     }
     // The dialect follows the server's kind unless the profile names one (the kinds and the dialects are the same
     // engines under the same names); `custom` and no kind speak llama.cpp's.
-    let kind_dialect = match &target {
-        Some(Target::Spawn(s)) => s.kind.map(|k| k.name),
-        Some(Target::Attach(_)) => {
-            r.table.get("kind").and_then(|k| k.as_str()).and_then(crate::kinds::find).map(|k| k.name)
-        }
-        None => None,
-    }
-    .filter(|k| DIALECTS.contains(k));
+    let kind_dialect = kind.map(|k| k.name).filter(|k| DIALECTS.contains(k));
     let dialect =
         r.string(p, "dialect").or_else(|| kind_dialect.map(str::to_owned)).unwrap_or_else(|| DIALECTS[0].to_owned());
     if !DIALECTS.contains(&dialect.as_str()) {
@@ -841,13 +831,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         }),
     };
     // The kind's Prometheus path unless the profile says otherwise (a server without a kind has none).
-    let kind_metrics = match &target {
-        Some(Target::Spawn(s)) => s.kind.and_then(|k| k.metrics_path),
-        Some(Target::Attach(_)) => {
-            r.table.get("kind").and_then(|k| k.as_str()).and_then(crate::kinds::find).and_then(|k| k.metrics_path)
-        }
-        None => None,
-    };
+    let kind_metrics = kind.and_then(|k| k.metrics_path);
     let metrics_path = match r.table.get("metrics") {
         None | Some(toml::Value::Boolean(true)) => kind_metrics.map(str::to_owned),
         Some(toml::Value::Boolean(false)) => None,
