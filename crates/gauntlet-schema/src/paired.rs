@@ -50,7 +50,8 @@ pub struct MetricVerdict {
     pub interval: (f64, f64),
     pub confidence: f64,
     pub p_value: Option<f64>,
-    /// The level this look tested at (alpha / looks).
+    /// The level this metric was tested at: alpha / looks, shared by the look's metrics by Holm's step-down
+    /// (the smallest p at a quarter of it for four metrics). The interval is at one minus this level.
     pub alpha: f64,
     /// The smallest relative change this comparison detects with 80 % power (from the mean log ratio's standard
     /// error); `None` below two pairs.
@@ -110,7 +111,8 @@ pub struct PairedRecord {
     pub workload: Workload,
     pub min_pairs: usize,
     pub max_pairs: usize,
-    /// The pair counts at which the statistics were looked at (each at alpha / looks).
+    /// The pair counts at which the statistics were looked at (each at alpha / looks, shared by
+    /// the metrics: see `MetricVerdict::alpha`).
     pub looks: Vec<usize>,
     pub rules: PairedRules,
     pub equal_work: EqualWork,

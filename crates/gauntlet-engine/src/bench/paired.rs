@@ -12,7 +12,10 @@
 //!   change.
 //! - Sequential stopping: looks at a fixed schedule ([`looks`]: the minimum number of pairs, then every
 //!   [`LOOK_EVERY`] pairs, and the last pair). Each look tests at `alpha / looks` (Bonferroni), so the chance of
-//!   a false call over all looks stays below `alpha`; the interval at each look is at `1 − alpha / looks` too.
+//!   a false call over all looks stays below `alpha`.
+//! - Several metrics: a look's level is shared by the metrics it judges ([`holm_levels`], Holm's step-down), so
+//!   the chance that an unchanged twin has *any* metric called stays below `alpha` too, not once per metric. Each
+//!   metric's interval is at one minus its own level.
 
 use gauntlet_schema::bench::{Better, Call};
 pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules};
@@ -37,6 +40,25 @@ pub fn looks(min_pairs: usize, max_pairs: usize) -> Vec<usize> {
     let mut out: Vec<usize> = (min_pairs.clamp(1, max)..max).step_by(LOOK_EVERY).collect();
     out.push(max);
     out
+}
+
+/// Holm's step-down levels for p-values tested together at family level `alpha`: the smallest p is tested at
+/// `alpha / m`, the next at `alpha / (m − 1)`, and so on; once one is not below its level, each after it gets that
+/// same level (it cannot be below it either). A missing p (nothing to rank) sorts last and counts in `m`.
+pub fn holm_levels(p_values: &[Option<f64>], alpha: f64) -> Vec<f64> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p_values[i].unwrap_or(f64::INFINITY).total_cmp(&p_values[j].unwrap_or(f64::INFINITY)));
+    let mut levels = vec![alpha; m];
+    let mut held: Option<f64> = None;
+    for (rank, &i) in order.iter().enumerate() {
+        let level = held.unwrap_or(alpha / (m - rank) as f64);
+        levels[i] = level;
+        if held.is_none() && !p_values[i].is_some_and(|p| p < level) {
+            held = Some(level);
+        }
+    }
+    levels
 }
 
 /// Two-sided p-value of the Wilcoxon signed-rank test that the differences are symmetric about zero. `None` when
@@ -185,6 +207,22 @@ pub fn stop_after(done: usize, schedule: &[usize], verdicts: &[MetricVerdict]) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holm_levels_step_down_and_hold_after_the_first_p_not_below_its_level() {
+        let levels = holm_levels(&[Some(0.01), Some(0.04), Some(0.03), Some(0.005)], 0.05);
+        // Sorted: 0.005 at 0.05/4 (below), 0.01 at 0.05/3 (below), 0.03 at 0.05/2 (not below: held), 0.04 held.
+        assert_eq!(levels, vec![0.05 / 3.0, 0.025, 0.025, 0.0125]);
+        // A missing p sorts last and still counts in m.
+        assert_eq!(holm_levels(&[None, Some(0.001)], 0.05), vec![0.05, 0.025]);
+        // One metric: its own level.
+        assert_eq!(holm_levels(&[Some(0.5)], 0.05), vec![0.05]);
+        // The flake that asked for this: an unchanged twin's TTFT at p = 0.0156 with three quiet metrics, at a look
+        // of alpha 0.05 / 3. Alone it was called; shared by four metrics its level is a quarter of that.
+        let levels = holm_levels(&[Some(0.6), Some(0.0156), Some(0.4), Some(0.9)], 0.05 / 3.0);
+        assert!(0.0156 > levels[1] && (levels[1] - 0.05 / 12.0).abs() < 1e-15, "{levels:?}");
+        assert!(levels.iter().all(|l| *l == levels[1]), "held after the first: {levels:?}");
+    }
 
     #[test]
     fn signed_rank_p_values_match_the_exact_distribution() {

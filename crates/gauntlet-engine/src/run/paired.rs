@@ -359,13 +359,19 @@ pub fn run_paired(
     Ok(record)
 }
 
+/// Every metric's verdict at one look: the look's level shared by the metrics (Holm), so four metrics do not give
+/// an unchanged twin four chances of a false call.
 fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64) -> Vec<MetricVerdict> {
-    METRICS
+    let series: Vec<(&str, Better, Vec<f64>)> = METRICS
         .iter()
-        .filter_map(|(name, better)| {
-            let logs: Vec<f64> = pairs.iter().filter_map(|p| p.log_ratios.get(*name).copied()).collect();
-            stats::judge(name, &logs, *better, rules, alpha_look)
-        })
+        .map(|(name, better)| (*name, *better, pairs.iter().filter_map(|p| p.log_ratios.get(*name).copied()).collect()))
+        .collect();
+    let p_values: Vec<Option<f64>> = series.iter().map(|(_, _, logs)| stats::signed_rank_p(logs)).collect();
+    let levels = stats::holm_levels(&p_values, alpha_look);
+    series
+        .iter()
+        .zip(levels)
+        .filter_map(|((name, better, logs), level)| stats::judge(name, logs, *better, rules, level))
         .collect()
 }
 
@@ -415,24 +421,26 @@ pub fn markdown(r: &PairedRecord) -> String {
     );
     let _ = writeln!(
         s,
-        "{} pairs in ABBA order ({}), {}; looks at {:?} pairs, each at alpha {:.4} (Bonferroni over the looks).\n",
+        "{} pairs in ABBA order ({}), {}; looks at {:?} pairs, each at alpha {:.4} (Bonferroni over the looks), \
+         shared by the metrics (Holm: each metric's level is in its line of paired.json).\n",
         r.pairs.len(),
         if r.mode == "both" { "both servers up at once" } else { "one server at a time, restarted at each switch" },
         esc(&r.stopped),
         r.looks,
         r.rules.alpha / r.looks.len().max(1) as f64
     );
-    let _ = writeln!(s, "| metric | B vs A (median) | interval | p | MDE (80 % power) | call |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    let _ = writeln!(s, "| metric | B vs A (median) | interval | p | level | MDE (80 % power) | call |");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     for v in &r.metrics {
         let _ = writeln!(
             s,
-            "| {} | {} | {} … {} | {} | {} | {} |",
+            "| {} | {} | {} … {} | {} | {:.4} | {} | {} |",
             v.metric,
             pct(v.median_change),
             pct(v.interval.0),
             pct(v.interval.1),
             v.p_value.map_or("—".to_owned(), |p| format!("{p:.4}")),
+            v.alpha,
             v.mde.map_or("—".to_owned(), |m| format!("{:.1} %", m * 100.0)),
             v.call.as_str()
         );
