@@ -14,16 +14,21 @@
 #            restarted at delay s, --baseline the first (one request per batch: n samples a side)
 # A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
 # Writes target/detection.csv (one row per run, with the load average when it ended) and prints the table;
-# `scripts/bench-detection.sh table [CSV]` prints the table of a CSV so far (a run may be stopped between rows).
+# `scripts/bench-detection.sh table [CSV …]` prints the table of CSVs so far (a run may be stopped between rows).
 #   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
 #   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
+#   GAUNTLET_DETECT_BIN_DIR=DIR  (prebuilt gauntlet and gauntlet-fake-server: no cargo build)
+#   GAUNTLET_DETECT_SERVER=PATH  (a llama-server binary; default the embedded default's xllamacpp launcher)
+#   GAUNTLET_DETECT_MODEL=PATH  GAUNTLET_DETECT_CSV=PATH  (default target/detection.csv)
+# The server gets one thread per CPU this script may run on (`nproc`), so `taskset -c 0,1 scripts/…` is a 2-core
+# machine inside a larger one: several such runs side by side are independent trials.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
-table() { # $1 = CSV → the Markdown table of detections and false alarms
-python3 - "$1" <<'PY'
+table() { # CSV files (one per run side by side) → the Markdown table of detections and false alarms
+python3 - "$@" <<'PY'
 import csv, sys, collections
-rows = list(csv.DictReader(open(sys.argv[1])))
+rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
 cells = collections.defaultdict(list)
 for r in rows:
     cells[(r["method"], int(r["size"]), int(r["slowdown_pct"]))].append(r["call"] == "regression")
@@ -42,19 +47,23 @@ if loads:
     print(f"\n{len(rows)} runs; load average (1 min) at the end of a run: {min(loads):.1f} to {max(loads):.1f}")
 PY
 }
-if [ "${1:-}" = table ]; then table "${2:-$repo/target/detection.csv}"; exit 0; fi
+if [ "${1:-}" = table ]; then shift; if [ $# -eq 0 ]; then set -- "$repo/target/detection.csv"; fi; table "$@"; exit 0; fi
 # GAUNTLET_DETECT_BUILD=debug uses the debug binaries (no release build on a busy machine).
 build=${GAUNTLET_DETECT_BUILD:-release}
-if [ "$build" = release ]; then
-  cargo build --release --locked -q -p gauntlet -p gauntlet-fake-server
-else
-  cargo build --locked -q -p gauntlet -p gauntlet-fake-server
+bin_dir=${GAUNTLET_DETECT_BIN_DIR:-}
+if [ -z "$bin_dir" ]; then
+  bin_dir=$repo/target/$build
+  if [ "$build" = release ]; then
+    cargo build --release --locked -q -p gauntlet -p gauntlet-fake-server
+  else
+    cargo build --locked -q -p gauntlet -p gauntlet-fake-server
+  fi
 fi
-bin=$repo/target/$build/gauntlet
-proxy_bin=$repo/target/$build/gauntlet-fake-server
+bin=$bin_dir/gauntlet
+proxy_bin=$bin_dir/gauntlet-fake-server
 home=${GAUNTLET_HOME:-$HOME/.cache/gauntlet}
-model=$home/models/SmolLM2-135M-Instruct.Q4_1.gguf
-server_bin=$home/bin/xllamacpp-server
+model=${GAUNTLET_DETECT_MODEL:-$home/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+server_bin=${GAUNTLET_DETECT_SERVER:-$home/bin/xllamacpp-server}
 trials=${GAUNTLET_DETECT_TRIALS:-2}
 sizes=${GAUNTLET_DETECT_SIZES:-5 10 20}
 slowdowns=${GAUNTLET_DETECT_SLOWDOWNS:-0 5 10 20}
@@ -78,7 +87,7 @@ wait_health() { # $1 = port; 120 s at most
 }
 
 server_port=$(free_port)
-"$server_bin" -m "$model" --host 127.0.0.1 --port "$server_port" -c 2048 -np 1 > "$work/server.log" 2>&1 &
+"$server_bin" -m "$model" --host 127.0.0.1 --port "$server_port" -c 2048 -np 1 -t "$(nproc)" > "$work/server.log" 2>&1 &
 pids+=($!)
 wait_health "$server_port"
 
@@ -109,7 +118,8 @@ measure() { # the server's per-token time now (p50 of 5 batches through the unde
   tpot=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["levels"][0]["metrics"]["tpot"]["p50"])' "$work/measure/bench.json")
   echo "server per-token time (p50 of 5 batches): $(python3 -c "print(round($tpot*1000, 2))") ms; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
-csv=$repo/target/detection.csv
+csv=${GAUNTLET_DETECT_CSV:-$repo/target/detection.csv}
+mkdir -p "$(dirname "$csv")"
 echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,load1" > "$csv"
 decode_call() { # $1 = record, $2 = method → "call decided_pairs mde"
   python3 - "$1" "$2" <<'PY'

@@ -13,9 +13,10 @@
 # metrics) in one process for as long as asked; a gate is one process per run, and a qualification's stages each
 # do different work, so neither would show a slow leak as a trend. At the end of the hour the bench is interrupted
 # (SIGINT, the Ctrl-C path: gauntlet stops its server group and exits 130) and the script checks that the server
-# is gone too. The bench spills every request's record to its requests.jsonl and keeps 8 bytes per value its
-# percentiles need (about 280 bytes per request at 32 tokens), so some growth is expected and small; a leak of
-# connections, buffers or descriptors would show on top of it.
+# is gone too. The bench spills every request's record to its requests.jsonl and keeps each distribution's values
+# exactly up to 2048 of them, then in a fixed set of buckets (bench/summary.rs); what still grows is the record of
+# each batch (its time, peak in-flight count and one sample per compared metric: about 100 bytes a batch, so
+# a larger concurrency means fewer batches). A leak of connections, buffers or descriptors would show on top.
 #
 # The server runs under a cgroup-v1 CPU quota (default 50 % of one core) so that it does not starve other work
 # on the machine: the script moves it into /sys/fs/cgroup/cpu/gauntlet-soak-PID as soon as gauntlet spawned it.

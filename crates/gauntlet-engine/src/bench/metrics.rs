@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use super::stats;
+pub use super::summary::{Distribution, Values, distribution};
 
 /// One SSE event of a request, `at` seconds after the request was sent.
 #[derive(Debug, Clone, Default)]
@@ -101,30 +101,6 @@ pub fn request(t: &Timeline) -> Result<RequestMetrics, String> {
     })
 }
 
-/// A distribution as the peers print it: mean, population std, type-7 percentiles.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Distribution {
-    pub count: usize,
-    pub mean: f64,
-    pub std: f64,
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-pub fn distribution(values: &[f64]) -> Option<Distribution> {
-    Some(Distribution {
-        count: values.len(),
-        mean: stats::mean(values)?,
-        std: stats::std_population(values)?,
-        p50: stats::percentile(values, 0.50)?,
-        p90: stats::percentile(values, 0.90)?,
-        p99: stats::percentile(values, 0.99)?,
-        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    })
-}
-
 /// Service-level objectives for goodput (seconds); a request meets them when every given one holds.
 #[derive(Debug, Clone, Default)]
 pub struct Slos {
@@ -172,9 +148,10 @@ pub fn run(timelines: &[Timeline], released: f64, finished: f64, slos: &Slos) ->
 pub const PROBLEMS_KEPT: usize = 100;
 
 /// What a run's metrics need of its requests, folded one request at a time (a long bench keeps this, not the
-/// requests): the counts, and the values the distributions need (their percentiles need every value): per
-/// successful request TTFT, TTFO, TPOT and E2EL (8 bytes each) and 8 bytes per gap between token events. The result
-/// is the same, bit for bit, as folding every request at once in the same order.
+/// requests): the counts, and each distribution's [`Values`] (TTFT, TTFO, TPOT and E2EL per successful request,
+/// every gap between token events): exact up to `summary::EXACT_MAX` values each, the same bit for bit as folding
+/// every request at once in the same order; past that a fixed set of buckets, so a bench that runs for hours holds
+/// no more than one of a few thousand requests.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
     slos: Slos,
@@ -188,11 +165,11 @@ pub struct Pool {
     events: bool,
     problems: Vec<String>,
     problems_more: usize,
-    ttft: Vec<f64>,
-    ttfo: Vec<f64>,
-    tpot: Vec<f64>,
-    gaps: Vec<f64>,
-    e2el: Vec<f64>,
+    ttft: Values,
+    ttfo: Values,
+    tpot: Values,
+    gaps: Values,
+    e2el: Values,
 }
 
 impl Pool {
@@ -203,6 +180,11 @@ impl Pool {
     /// Requests folded so far.
     pub fn requests(&self) -> usize {
         self.requests
+    }
+
+    /// Heap bytes of the distributions' values: bounded however many requests are folded.
+    pub fn heap_bytes(&self) -> usize {
+        [&self.ttft, &self.ttfo, &self.tpot, &self.gaps, &self.e2el].iter().map(|v| v.heap_bytes()).sum()
     }
 
     /// One request sent `start` seconds into the run, with its metrics or why it failed.
@@ -235,7 +217,7 @@ impl Pool {
         self.ttft.push(m.ttft);
         self.ttfo.extend(m.ttfo);
         self.tpot.extend(m.tpot);
-        self.gaps.extend_from_slice(&m.chunk_gaps);
+        self.gaps.extend(m.chunk_gaps.iter().copied());
         self.e2el.push(m.e2el);
     }
 
@@ -274,11 +256,11 @@ impl Pool {
             request_throughput_wall: per_second(self.ok as f64, duration_wall),
             goodput_wall: good.map(|g| per_second(g as f64, duration_wall)),
             token_source: token_source.to_owned(),
-            ttft: distribution(&self.ttft),
-            ttfo: distribution(&self.ttfo),
-            tpot: distribution(&self.tpot),
-            itl_chunk: distribution(&self.gaps),
-            e2el: distribution(&self.e2el),
+            ttft: self.ttft.distribution(),
+            ttfo: self.ttfo.distribution(),
+            tpot: self.tpot.distribution(),
+            itl_chunk: self.gaps.distribution(),
+            e2el: self.e2el.distribution(),
             problems,
         }
     }
@@ -294,6 +276,28 @@ mod goodput_tests {
             .map(|i| Event { at: ttft + i as f64 * gap, content: "w ".into(), reasoning: String::new() })
             .collect();
         Timeline { start: 0.0, events, completion_tokens: Some(n as u64), max_tokens: Some(64), error: None }
+    }
+
+    /// A bench folds its requests into a pool for as long as it runs (a soak: hours): past the exact limit of each
+    /// distribution the pool stops growing. (Before it kept every value: 8 bytes per gap and per request metric.)
+    #[test]
+    fn a_pool_holds_the_same_memory_after_five_thousand_requests_as_after_fifty_thousand() {
+        let mut pool = Pool::new(Slos::default());
+        let mut held = 0;
+        for i in 0..50_000 {
+            let t = timeline(0.05 + (i % 13) as f64 * 0.001, 0.01 + (i % 7) as f64 * 0.0005, 40);
+            pool.add(i as f64, request(&t));
+            if i == 5_000 {
+                held = pool.heap_bytes();
+            }
+        }
+        assert_eq!(pool.heap_bytes(), held);
+        assert!(held < 5 * 40 * 1024, "{held} bytes");
+        let m = pool.finish(0.0, 50_000.0);
+        let tpot = m.tpot.unwrap();
+        assert_eq!(tpot.count, 50_000);
+        assert_eq!(tpot.percentiles_within, Some(super::super::summary::RELATIVE_ERROR));
+        assert_eq!(m.itl_chunk.unwrap().count, 50_000 * 39);
     }
 
     #[test]

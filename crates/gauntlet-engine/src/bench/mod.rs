@@ -5,3 +5,4 @@ pub mod metrics;
 pub mod paired;
 pub mod power;
 pub mod stats;
+pub mod summary;

@@ -8,13 +8,13 @@ use std::fmt::Write as _;
 
 use gauntlet_schema::bench::{BenchRecord, Level, RequestRecord};
 
-use crate::bench::metrics;
-use crate::report::html::chart::{cdf, interval_chart, line_chart};
+use crate::bench::metrics::{self, Values};
+use crate::report::html::chart::{CDF_POINTS, cdf, interval_chart, line_chart};
 use crate::report::html::page::{escape, head, nav, none, num};
 
-/// Per-request TTFT, chunk gaps (pooled) and E2EL in milliseconds, over every successful request of a level, and
-/// how many requests failed.
-fn latencies(level: &Level, max_tokens: u64) -> ([Vec<f64>; 3], usize) {
+/// Per-request TTFT, chunk gaps (pooled) and E2EL in milliseconds, over every successful request of a level (in
+/// bounded memory: a long bench's curves come from buckets), and how many requests failed.
+fn latencies(level: &Level, max_tokens: u64) -> ([Values; 3], usize) {
     let mut out = Default::default();
     for r in level.batches.iter().flat_map(|b| &b.requests) {
         add_latencies(r, max_tokens, &mut out);
@@ -23,7 +23,7 @@ fn latencies(level: &Level, max_tokens: u64) -> ([Vec<f64>; 3], usize) {
 }
 
 /// One request's latencies added to those [`latencies`] gives.
-pub(crate) fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Vec<f64>; 3], usize)) {
+pub(crate) fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Values; 3], usize)) {
     match metrics::request(&super::to_timeline(r, max_tokens)) {
         Ok(m) => {
             out[0].push(m.ttft * 1e3);
@@ -46,7 +46,7 @@ pub fn render(r: &BenchRecord) -> String {
 }
 
 /// A level's per-request latencies and failures, as [`latencies`] gives them from the level's own requests.
-pub(crate) type Latencies<'a> = &'a dyn Fn(&Level, u64) -> ([Vec<f64>; 3], usize);
+pub(crate) type Latencies<'a> = &'a dyn Fn(&Level, u64) -> ([Values; 3], usize);
 
 /// [`render`], with each level's latencies from `latencies` (a bench that spilled its requests reads them back).
 pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
@@ -116,7 +116,11 @@ pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
         for (i, v) in values.into_iter().enumerate() {
             let what = if i == 1 { "gaps" } else { "requests" };
             let name = format!("c{}: {} {what}, {failed} failed", l.concurrency, v.len());
-            series[i].push((name, cdf(v)));
+            let points = match v.exact() {
+                Some(all) => cdf(all.to_vec()),
+                None => v.bucket_cdf(CDF_POINTS),
+            };
+            series[i].push((name, points));
         }
     }
     let titles = [
