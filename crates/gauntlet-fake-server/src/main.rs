@@ -52,7 +52,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -265,6 +265,8 @@ fn escape(lifetime: u64) -> ! {
 struct Counters {
     answered: AtomicU32,
     in_flight: AtomicU32,
+    /// When the last chat request arrived (`--diverge concurrent` tells copies sent at once from one after another).
+    last_arrival: Mutex<Option<Instant>>,
     per_prompt: Mutex<BTreeMap<String, u32>>,
     /// What `/metrics` reports: chat requests, prompt and answer words, prompt words asked before.
     served: Mutex<Served>,
@@ -460,8 +462,10 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     let fault = if targeted { c.fault.as_deref() } else { None };
     let n = counters.answered.fetch_add(1, Ordering::SeqCst) + 1;
     counters.serve(&last_user, &answer);
-    let others = counters.in_flight.fetch_add(1, Ordering::SeqCst);
+    counters.in_flight.fetch_add(1, Ordering::SeqCst);
     let _in_flight = InFlight(&counters.in_flight);
+    let arrived = Instant::now();
+    let previous = counters.last_arrival.lock().unwrap_or_else(|e| e.into_inner()).replace(arrived);
     let asked_before = if warmup {
         0
     } else {
@@ -474,9 +478,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         && match c.diverge.as_deref() {
             Some("repeat") => asked_before == 1,
             Some("concurrent") => {
-                // Long enough for the other copies sent at once to arrive while this one is in flight.
+                // Long enough for the other copies sent at once to arrive while this one is in flight. A copy that
+                // came last sees the others by their arrival just before its own. Not by the count on arrival: the
+                // previous, sequential request's handler may not have let go of it yet although its answer is out
+                // (a loaded test run saw the stream row diverge so); each request here takes 300 ms, so one sent
+                // after another arrives at least that long after it.
+                let just_after_another =
+                    previous.is_some_and(|p| arrived.duration_since(p) < Duration::from_millis(150));
                 std::thread::sleep(Duration::from_millis(300));
-                others > 0 || counters.in_flight.load(Ordering::SeqCst) > 1
+                just_after_another || counters.in_flight.load(Ordering::SeqCst) > 1
             }
             Some("stream") => stream_mode,
             Some("prefix-cache") => req["cache_prompt"] == json!(false),
