@@ -2,7 +2,8 @@
 //!
 //! Up to [`EXACT_MAX`] values every value is kept and the summary is [`distribution`] of them, bit for bit. Past
 //! that the values move into a fixed set of logarithmic buckets (each bucket's upper bound is
-//! [`GAMMA`] times its lower one, from [`LOWEST`] to [`HIGHEST`] seconds, about 2,800 counters allocated once):
+//! [`GAMMA`] times its lower one, from [`LOWEST`] to [`HIGHEST`] seconds, about 2,800 32-bit counters, 11 KiB,
+//! allocated once):
 //! count, mean, population std (Welford) and max stay exact; a percentile is the midpoint of the bucket that holds
 //! the value at its rank, within [`RELATIVE_ERROR`] of that value (DDSketch's mapping). A value at or below
 //! [`LOWEST`] (a zero gap, two tokens in one read) counts as zero; one above [`HIGHEST`] as [`HIGHEST`], its max
@@ -41,8 +42,10 @@ pub fn distribution(values: &[f64]) -> Option<Distribution> {
     })
 }
 
-/// Values kept exactly before the buckets take over: 16 KiB a distribution.
-pub const EXACT_MAX: usize = 2048;
+/// Values kept exactly before the buckets take over: 2 KiB a distribution. Small, so that a long bench reaches
+/// its bound within its first minutes (a soak at one request a second grew by the exact values' vectors for the
+/// whole hour with 2048).
+pub const EXACT_MAX: usize = 256;
 /// The percentiles' bound past [`EXACT_MAX`], relative to the value at the percentile's rank.
 pub const RELATIVE_ERROR: f64 = 0.005;
 /// `(1 + e) / (1 − e)` for `e` = [`RELATIVE_ERROR`].
@@ -64,8 +67,8 @@ struct Buckets {
     mean: f64,
     m2: f64,
     max: f64,
-    zeros: u64,
-    counts: Vec<u64>,
+    zeros: u32,
+    counts: Vec<u32>,
 }
 
 fn bucket_count() -> usize {
@@ -84,12 +87,13 @@ impl Buckets {
         self.m2 += d * (x - self.mean);
         self.max = self.max.max(x);
         if x <= LOWEST || x.is_nan() {
-            self.zeros += 1;
+            self.zeros = self.zeros.saturating_add(1);
         } else {
             // Bucket i holds (LOWEST·γ^(i−1), LOWEST·γ^i].
             let i = ((x.min(HIGHEST) / LOWEST).ln() / GAMMA.ln()).ceil() as usize;
             let last = self.counts.len() - 1;
-            self.counts[i.min(last)] += 1;
+            let c = &mut self.counts[i.min(last)];
+            *c = c.saturating_add(1);
         }
     }
 
@@ -100,12 +104,12 @@ impl Buckets {
     }
 
     fn at_rank(&self, rank: u64) -> f64 {
-        if rank < self.zeros {
+        if rank < u64::from(self.zeros) {
             return 0.0;
         }
-        let mut seen = self.zeros;
+        let mut seen = u64::from(self.zeros);
         for (i, c) in self.counts.iter().enumerate() {
-            seen += c;
+            seen += u64::from(*c);
             if seen > rank {
                 let upper = LOWEST * GAMMA.powi(i as i32);
                 return (2.0 * upper / (GAMMA + 1.0)).min(self.max);
@@ -179,7 +183,7 @@ impl Values {
 
     /// Heap bytes held: what a bench's memory test can check stays bounded.
     pub fn heap_bytes(&self) -> usize {
-        self.exact.capacity() * 8 + self.buckets.as_ref().map_or(0, |b| b.counts.capacity() * 8)
+        self.exact.capacity() * 8 + self.buckets.as_ref().map_or(0, |b| b.counts.capacity() * 4)
     }
 }
 
@@ -213,7 +217,7 @@ mod tests {
             }
         }
         assert_eq!(v.heap_bytes(), held_after_switch.unwrap(), "no growth after the switch to buckets");
-        assert!(v.heap_bytes() < 32 * 1024, "{} bytes", v.heap_bytes());
+        assert!(v.heap_bytes() < 16 * 1024, "{} bytes", v.heap_bytes());
         let d = v.distribution().unwrap();
         let exact = distribution(&all).unwrap();
         assert_eq!(d.count, exact.count);
