@@ -14,7 +14,7 @@
 # do different work, so neither would show a slow leak as a trend. At the end of the hour the bench is interrupted
 # (SIGINT, the Ctrl-C path: gauntlet stops its server group and exits 130) and the script checks that the server
 # is gone too. The bench spills every request's record to its requests.jsonl and keeps each distribution's values
-# exactly up to 2048 of them, then in a fixed set of buckets (bench/summary.rs); what still grows is the record of
+# exactly up to 256 of them, then in a fixed set of buckets (bench/summary.rs); what still grows is the record of
 # each batch (its time, peak in-flight count and one sample per compared metric: about 100 bytes a batch, so
 # a larger concurrency means fewer batches). A leak of connections, buffers or descriptors would show on top.
 #
