@@ -151,7 +151,7 @@ pub const PROBLEMS_KEPT: usize = 100;
 /// requests): the counts, and each distribution's [`Values`] (TTFT, TTFO, TPOT and E2EL per successful request,
 /// every gap between token events): exact up to `summary::EXACT_MAX` values each, the same bit for bit as folding
 /// every request at once in the same order; past that a fixed set of buckets, so a bench that runs for hours holds
-/// no more than one of a few thousand requests.
+/// no more for them than one of a few hundred requests.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
     slos: Slos,
