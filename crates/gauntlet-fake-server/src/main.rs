@@ -25,8 +25,9 @@
 //!   --tag TEXT              ignored; lets a test find every process of its run in /proc
 //!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
 //!   --diverge ROW[:near-tie] change the answer's last token under one condition of the determinism matrix (R3):
-//!                           repeat (a prompt's second request) | concurrent (another request in flight; each
-//!                           request then takes 300 ms so that copies overlap) | stream | prefix-cache
+//!                           repeat (a prompt's second request) | concurrent (another request arrived within
+//!                           500 ms of this one; each request then takes 550 ms, so one sent after another's
+//!                           answer is never that close) | stream | prefix-cache
 //!                           (`cache_prompt: false`) | restart (not the first start; needs --state-file). The new
 //!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, else a
 //!                           candidate 4.95 nats below
@@ -265,8 +266,9 @@ fn escape(lifetime: u64) -> ! {
 struct Counters {
     answered: AtomicU32,
     in_flight: AtomicU32,
-    /// When the last chat request arrived (`--diverge concurrent` tells copies sent at once from one after another).
-    last_arrival: Mutex<Option<Instant>>,
+    /// When the recent chat requests arrived, each with its number (`--diverge concurrent` tells copies sent at once
+    /// from one after another by these alone).
+    arrivals: Mutex<Vec<(u32, Instant)>>,
     per_prompt: Mutex<BTreeMap<String, u32>>,
     /// What `/metrics` reports: chat requests, prompt and answer words, prompt words asked before.
     served: Mutex<Served>,
@@ -367,6 +369,8 @@ fn token_id(word: &str) -> u64 {
 
 /// Where a diverged answer's last token comes from: the reference's second candidate (near-tie) or a far one.
 const NEAR_WORD: &str = "ALT";
+/// `--diverge concurrent`: requests that arrive closer than this were sent at once.
+const CONCURRENT_WINDOW: Duration = Duration::from_millis(500);
 const FAR_WORD: &str = "far";
 
 /// llama.cpp's logprobs entry for one word-token: the word at -0.05, then the two other candidates.
@@ -465,7 +469,11 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
     counters.in_flight.fetch_add(1, Ordering::SeqCst);
     let _in_flight = InFlight(&counters.in_flight);
     let arrived = Instant::now();
-    let previous = counters.last_arrival.lock().unwrap_or_else(|e| e.into_inner()).replace(arrived);
+    if !warmup && c.diverge.as_deref() == Some("concurrent") {
+        let mut arrivals = counters.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+        arrivals.retain(|(_, t)| arrived.duration_since(*t) < 4 * CONCURRENT_WINDOW);
+        arrivals.push((n, arrived));
+    }
     let asked_before = if warmup {
         0
     } else {
@@ -478,15 +486,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         && match c.diverge.as_deref() {
             Some("repeat") => asked_before == 1,
             Some("concurrent") => {
-                // Long enough for the other copies sent at once to arrive while this one is in flight. A copy that
-                // came last sees the others by their arrival just before its own. Not by the count on arrival: the
-                // previous, sequential request's handler may not have let go of it yet although its answer is out
-                // (a loaded test run saw the stream row diverge so); each request here takes 300 ms, so one sent
-                // after another arrives at least that long after it.
-                let just_after_another =
-                    previous.is_some_and(|p| arrived.duration_since(p) < Duration::from_millis(150));
-                std::thread::sleep(Duration::from_millis(300));
-                just_after_another || counters.in_flight.load(Ordering::SeqCst) > 1
+                // Copies sent at once arrive within the window of each other; a request sent after another's answer
+                // arrives after that answer, which takes longer than the window. Arrival times alone decide: not
+                // the count in flight, which a previous request's handler may still hold after its answer is out
+                // (a loaded test run saw the stream row diverge so), nor a copy's handler having ended before the
+                // last copy arrived (a busy client spreads its copies).
+                std::thread::sleep(CONCURRENT_WINDOW + Duration::from_millis(50));
+                let arrivals = counters.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+                let near = |t: Instant| t.max(arrived).duration_since(t.min(arrived)) < CONCURRENT_WINDOW;
+                arrivals.iter().any(|(m, t)| *m != n && near(*t))
             }
             Some("stream") => stream_mode,
             Some("prefix-cache") => req["cache_prompt"] == json!(false),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::common::{assert_no_survivors, finish, free_port, gauntlet, processes_tagged, workspace_bin};
+use crate::common::{Reaped, assert_no_survivors, finish, free_port, gauntlet, processes_tagged, workspace_bin};
 
 const SUITE: &str = r#"
 id = "session"
@@ -34,16 +34,6 @@ fn fake_gpu(root: &Path, holders: &[(u32, &str)]) -> PathBuf {
         std::fs::write(dir.join("holders").join(pid.to_string()), name).unwrap();
     }
     dir
-}
-
-/// A child killed and reaped when the test ends, even by a failed assertion.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The attached server under test holds the GPU its profile names: the busy-GPU wait must not count it (it used

@@ -22,6 +22,16 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     path
 }
 
+/// A child the test started, killed and reaped when the test ends, however it ends (a failed assertion too).
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released; tests then own it for their run).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port()

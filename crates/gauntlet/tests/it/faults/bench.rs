@@ -23,12 +23,18 @@ fn bench_confirms_a_regression_with_a_second_measurement() {
     assert!(stdout.contains("confirm: the re-run shows the regression too"), "{stdout}");
     // Without a regression there is nothing to confirm and no re-run: the server three times faster than the slow
     // baseline (an unchanged re-run is no such case: on a busy runner it can land a few percent either side of it).
+    // Its per-token time is called an improvement; the whole verdict may still be inconclusive where a stall of the
+    // loaded runner between requests spreads the four wall-clock throughput samples (CI saw +131 %, interval
+    // −17 … +267 %): either way no regression, so no re-run.
     let slow = out.join("bench.json");
     let f = f.answers(paced("4"));
     let (code, stdout, record, out) = bench_fixture(&f, "faster", &["--baseline", slow.to_str().unwrap(), "--confirm"]);
-    assert_eq!(code, Some(0), "{stdout}");
-    assert_eq!(record["verdict"], "improvement", "{stdout}");
+    let tpot = record["levels"][0]["comparisons"].as_array().unwrap().iter().find(|c| c["metric"] == "tpot_mean");
+    assert_eq!(tpot.unwrap()["call"], "improvement", "{stdout}");
+    let verdict = record["verdict"].as_str().unwrap();
+    assert!(matches!((verdict, code), ("improvement", Some(0)) | ("inconclusive", Some(4))), "{stdout}");
     assert!(record.get("confirmation").is_none() && !out.join("confirm").exists(), "{stdout}");
+    assert!(!stdout.contains("confirm:"), "{stdout}");
 }
 
 /// A stored baseline is another session: a 20 % slower decode that the two sessions' own samples show clearly is

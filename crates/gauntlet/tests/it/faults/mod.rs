@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::{Run, assert_no_survivors, finish, free_port, gauntlet, render_in_chromium, workspace_bin};
+use crate::common::{Reaped, Run, assert_no_survivors, finish, free_port, gauntlet, render_in_chromium, workspace_bin};
 
 const SUITE: &str = r#"
 id = "faults"

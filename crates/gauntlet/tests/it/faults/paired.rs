@@ -164,16 +164,6 @@ fn paired_bench_alternates_servers_when_the_manifest_says_they_cannot_share() {
     assert!(record["problems"].as_array().unwrap().is_empty(), "{text}");
 }
 
-/// Kills and reaps a process the test started, however the test ends.
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The delaying proxy in front of one fake server: a profile through the proxy adding 2 ms to every streamed word of
 /// a 4 ms server (+50 %) is a decode regression against one through a zero-delay proxy; a twin through another
 /// zero-delay proxy is not. (The proxy's own hop is not free: against the server direct, even a zero-delay proxy

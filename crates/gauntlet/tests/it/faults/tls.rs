@@ -5,7 +5,7 @@
 //! certificates are made by `openssl` for the test.
 
 use std::io::BufRead;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use super::*;
 
@@ -53,16 +53,6 @@ while True:
     c, _ = ls.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
-
-/// Kills and reaps a process however the test ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");

@@ -131,3 +131,50 @@ fn near_tie_flips_only_pass_r3_and_a_tampered_row_fails_verify() {
     assert_ne!(v.status.code(), Some(0), "{out}");
     assert!(out.contains("row stream says identical but its comparisons give near-tie flips only"), "{out}");
 }
+
+/// The fake's `--diverge concurrent` tells copies sent at once from requests sent one after another by their
+/// arrival alone: two copies a busy client spread 350 ms apart both diverge, and a request sent just after another
+/// one's answer does not (whatever that one's handler still holds).
+#[test]
+fn the_fakes_concurrent_divergence_follows_arrivals_not_handlers() {
+    let port = free_port();
+    let tag = format!("gauntlet-diverge-concurrent-{}", std::process::id());
+    let _server = Reaped(
+        std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+            .args(["--port", &port.to_string(), "--tag", &tag, "--lifetime-s", "60", "--diverge", "concurrent"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ask = move || -> String {
+        use std::io::{Read, Write};
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut stream = loop {
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => break s,
+                Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => panic!("the fake never listened: {e}"),
+            }
+        };
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let body = r#"{"model":"fake","messages":[{"role":"user","content":"hello"}]}"#;
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.write_all(body.as_bytes()).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        let json = &response[response.find("\r\n\r\n").expect("a response head") + 4..];
+        let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {response}"));
+        v["choices"][0]["message"]["content"].as_str().unwrap().to_owned()
+    };
+    // One after another: the second is sent the moment the first's answer is in.
+    assert_eq!((ask(), ask()), ("ok".to_owned(), "ok".to_owned()));
+    // Two copies 350 ms apart: both in flight together, both diverge.
+    let first = std::thread::spawn(ask);
+    std::thread::sleep(Duration::from_millis(350));
+    let second = ask();
+    assert_eq!((first.join().unwrap(), second), ("far".to_owned(), "far".to_owned()));
+}

@@ -12,21 +12,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::home;
-use crate::common::{assert_no_survivors, free_port, gauntlet, workspace_bin};
+use crate::common::{Reaped, assert_no_survivors, free_port, gauntlet, workspace_bin};
 
 const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 const SUITE: &str = "id = \"paired\"\nversion = 1\n[[cases]]\nid = \"alpha\"\nmax_tokens = 8\n\
                      messages = [{ role = \"user\", content = \"Say alpha.\" }]\ncheck = { contains = [\"alpha\"] }\n";
-
-/// Kills and reaps a child when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn healthy(port: u16) -> bool {
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
