@@ -44,7 +44,7 @@ pub fn workload_problem(w: &Workload) -> Option<String> {
         return Some(format!("--warmups: must be within 0..={WARMUPS_MAX}"));
     }
     if !within(w.repetitions, 1, SAMPLES_MAX) {
-        return Some(format!("--repetitions: must be within 1..={SAMPLES_MAX}"));
+        return Some(format!("--samples: must be within 1..={SAMPLES_MAX}"));
     }
     None
 }

@@ -215,6 +215,11 @@ fn absurd_bench_rates_exit_2_with_a_message_never_a_panic() {
         LIMIT,
     );
     assert_eq!(ran.code, Some(2), "{}", ran.explain());
+    // Out of range, the one name of the setting is the one the message gives (not its deprecated other name).
+    let ran =
+        gauntlet(dir.path(), &["bench", "--manifest", manifest.to_str().unwrap(), "--samples", "100000"], &[], LIMIT);
+    assert_eq!(ran.code, Some(2), "{}", ran.explain());
+    assert!(ran.stderr.contains("--samples: must be within 1..="), "{}", ran.explain());
 }
 
 /// Whether a GPU is free cannot be told: every command that measures on it fails closed, with exit 1. (`qualify`
