@@ -17,8 +17,15 @@ use crate::words::ReceiveClock;
 /// spread it counted (`between_session`); the workload may carry goodput limits (`slo`); `spill` (`gauntlet bench`
 /// writes every request to a spill file as it finishes, and the batches' `requests` are the ones that file kept,
 /// within its cap). 7: `server_metrics` (the server's Prometheus counters before and after the bench). Versions 1
-/// to 6 are still read.
-pub const BENCH_VERSION: u32 = 7;
+/// to 6 are still read. 8: a level's `tally` (its batches' count, peak in-flight count, short batches and arrival
+/// clocks, kept as they went by: a long bench spills its batches as it does their requests) and
+/// `batches_per_sample` (past [`SAMPLES_KEPT`] samples, each is the mean of that many consecutive batches); version 7
+/// and older read with every sample one batch and the tally folded from the batches.
+pub const BENCH_VERSION: u32 = 8;
+
+/// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
+/// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
+pub const SAMPLES_KEPT: usize = 512;
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -190,15 +197,76 @@ pub struct Batch {
     pub requests: Vec<RequestRecord>,
 }
 
-/// Per concurrency: the raw batches, the metrics over all of them, and one sample per batch of each compared metric.
+/// Per concurrency: the raw batches, the metrics over all of them, and one sample per batch (or group of
+/// `batches_per_sample` batches) of each compared metric.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Level {
     pub concurrency: usize,
+    /// The batches the record lists: every measured one, unless a spill file's cap dropped some (`tally` counts
+    /// them all).
     pub batches: Vec<Batch>,
+    /// What every measured batch added up to (absent before version 8: see [`Level::tally_or_fold`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tally: Option<BatchTally>,
     pub metrics: Value,
     pub samples: std::collections::BTreeMap<String, Vec<f64>>,
+    /// How many consecutive batches each sample is the mean of (the last one possibly fewer); 1, and absent, until a
+    /// level reaches [`SAMPLES_KEPT`] samples.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub batches_per_sample: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<MetricComparison>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
+/// A level's batches, summed up as they went by.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchTally {
+    /// Measured batches.
+    pub batches: u64,
+    /// The most requests the client had in flight at once, over every batch.
+    pub in_flight_max: usize,
+    /// Batches that never had the level's whole concurrency in flight at once.
+    pub short: u64,
+    /// Each arrival clock some batch's reads used, once, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receive_clocks: Vec<ReceiveClock>,
+}
+
+impl BatchTally {
+    /// Counts one batch of a level of `concurrency`.
+    pub fn add(&mut self, batch: &Batch, concurrency: usize) {
+        self.batches += 1;
+        self.in_flight_max = self.in_flight_max.max(batch.in_flight_max);
+        if batch.in_flight_max < concurrency {
+            self.short += 1;
+        }
+        if let Some(clock) = batch.receive_clock
+            && let Err(at) = self.receive_clocks.binary_search(&clock)
+        {
+            self.receive_clocks.insert(at, clock);
+        }
+    }
+}
+
+impl Level {
+    /// The level's tally: the one it carries, or for a record before version 8 the one its batches give.
+    pub fn tally_or_fold(&self) -> BatchTally {
+        self.tally.clone().unwrap_or_else(|| {
+            let mut t = BatchTally::default();
+            for b in &self.batches {
+                t.add(b, self.concurrency);
+            }
+            t
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -286,6 +354,10 @@ pub struct Spill {
     pub records: u64,
     /// Records not written: past the cap, or after a write failed (`error`).
     pub dropped: u64,
+    /// Batches whose own line was not written (version 8: a batch's line has some room past the cap): the record
+    /// lists the others.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub batches_dropped: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -300,7 +300,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
             ms(&m["tpot"]["mean"]),
             ms(&m["itl_chunk"]["p99"]),
             m["output_throughput_wall"].as_f64().unwrap_or(0.0),
-            l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+            l.tally_or_fold().in_flight_max
         )?;
         if let Some(g) = gauntlet_engine::run::bench_report::goodput_line(&r.workload, l) {
             writeln!(out, "     {g}")?;

@@ -4,5 +4,6 @@
 pub mod metrics;
 pub mod paired;
 pub mod power;
+pub mod samples;
 pub mod stats;
 pub mod summary;

@@ -361,7 +361,7 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
     let mut out = Vec::new();
     for l in &stored {
         let again = crate::run::level(l.concurrency, l.batches.clone(), &workload);
-        if again.samples != l.samples {
+        if again.samples != l.samples || again.batches_per_sample != l.batches_per_sample {
             problems.push(format!("{stage}: c{} samples differ from those its raw timelines give", l.concurrency));
         }
         if again.metrics != l.metrics {

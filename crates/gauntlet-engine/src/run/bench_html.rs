@@ -171,7 +171,7 @@ pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
             ms(pooled(l, &["itl_chunk", "p99"])),
             ms(pooled(l, &["e2el", "p50"])),
             pooled(l, &["output_throughput_wall"]).map_or("—".into(), num),
-            l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+            l.tally_or_fold().in_flight_max
         );
     }
     html.push_str("</table>\n");

@@ -195,7 +195,7 @@ pub fn markdown(r: &BenchRecord) -> String {
     );
     let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
     let clocks: std::collections::BTreeSet<ReceiveClock> =
-        r.levels.iter().flat_map(|l| &l.batches).filter_map(|b| b.receive_clock).collect();
+        r.levels.iter().flat_map(|l| l.tally_or_fold().receive_clocks).collect();
     let arrival = match clocks.iter().copied().collect::<Vec<_>>()[..] {
         [] => None,
         [ReceiveClock::Kernel] => {
@@ -229,7 +229,7 @@ pub fn markdown(r: &BenchRecord) -> String {
             ms(pooled(l, &["itl_chunk", "p99"])),
             ms(pooled(l, &["e2el", "p50"])),
             pooled(l, &["output_throughput_wall"]).unwrap_or(0.0),
-            l.batches.iter().map(|b| b.in_flight_max).max().unwrap_or(0)
+            l.tally_or_fold().in_flight_max
         );
     }
     for l in &r.levels {
