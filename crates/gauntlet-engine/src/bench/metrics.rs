@@ -177,6 +177,22 @@ impl Pool {
         Pool { slos, ..Pool::default() }
     }
 
+    /// A pool for a long fold (a bench's level): its distributions hold their whole bound from the start
+    /// ([`Values::reserved`]) and its problem lines room for [`PROBLEMS_KEPT`], so folding allocates nothing more.
+    pub fn reserved(slos: Slos) -> Pool {
+        let v = Values::reserved;
+        Pool {
+            slos,
+            problems: Vec::with_capacity(PROBLEMS_KEPT),
+            ttft: v(),
+            ttfo: v(),
+            tpot: v(),
+            gaps: v(),
+            e2el: v(),
+            ..Pool::default()
+        }
+    }
+
     /// Requests folded so far.
     pub fn requests(&self) -> usize {
         self.requests
@@ -184,7 +200,9 @@ impl Pool {
 
     /// Heap bytes of the distributions' values: bounded however many requests are folded.
     pub fn heap_bytes(&self) -> usize {
-        [&self.ttft, &self.ttfo, &self.tpot, &self.gaps, &self.e2el].iter().map(|v| v.heap_bytes()).sum()
+        let problems = self.problems.capacity() * std::mem::size_of::<String>();
+        problems
+            + [&self.ttft, &self.ttfo, &self.tpot, &self.gaps, &self.e2el].iter().map(|v| v.heap_bytes()).sum::<usize>()
     }
 
     /// One request sent `start` seconds into the run, with its metrics or why it failed.

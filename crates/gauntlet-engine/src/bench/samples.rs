@@ -23,9 +23,16 @@ pub struct Samples {
 }
 
 impl Samples {
-    /// Samples of the metrics `names`.
+    /// Samples of the metrics `names`, each with room for all [`SAMPLES_KEPT`] from the start: adding batches
+    /// never allocates (a long bench's heap does not grow as the samples fill).
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Samples {
-        Samples { groups: names.into_iter().map(|n| (n.to_owned(), Vec::new())).collect(), per: 1, open: 0 }
+        let groups = names.into_iter().map(|n| (n.to_owned(), Vec::with_capacity(SAMPLES_KEPT))).collect();
+        Samples { groups, per: 1, open: 0 }
+    }
+
+    /// Heap bytes of the groups (the names aside).
+    pub fn heap_bytes(&self) -> usize {
+        self.groups.values().map(|g| g.capacity() * std::mem::size_of::<(f64, u32)>()).sum()
     }
 
     /// Adds one batch: `value` gives its number of each metric, if it has one.

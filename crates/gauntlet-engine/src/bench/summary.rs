@@ -59,6 +59,8 @@ pub const HIGHEST: f64 = 86_400.0;
 pub struct Values {
     exact: Vec<f64>,
     buckets: Option<Buckets>,
+    /// Buckets allocated ahead, unused until the switch ([`Values::reserved`]).
+    room: Option<Buckets>,
 }
 
 #[derive(Debug, Clone)]
@@ -120,6 +122,14 @@ impl Buckets {
 }
 
 impl Values {
+    /// Values that hold from the start all the memory they will ever hold: room for [`EXACT_MAX`] values and the
+    /// buckets. A long bench's distributions then allocate nothing as they fill (and free nothing at the switch to
+    /// buckets), so its heap is the same from the first request to the last; `default()` grows as values come,
+    /// for the many small distributions (one batch's, one gate run's) that never reach the limit.
+    pub fn reserved() -> Values {
+        Values { exact: Vec::with_capacity(EXACT_MAX), buckets: None, room: Some(Buckets::new()) }
+    }
+
     pub fn push(&mut self, x: f64) {
         if let Some(b) = &mut self.buckets {
             b.add(x);
@@ -129,8 +139,9 @@ impl Values {
             self.exact.push(x);
             return;
         }
-        let mut b = Buckets::new();
-        for v in std::mem::take(&mut self.exact) {
+        let mut b = self.room.take().unwrap_or_else(Buckets::new);
+        // `drain` keeps the vector's room: nothing is freed mid-run.
+        for v in self.exact.drain(..) {
             b.add(v);
         }
         b.add(x);
@@ -183,7 +194,8 @@ impl Values {
 
     /// Heap bytes held: what a bench's memory test can check stays bounded.
     pub fn heap_bytes(&self) -> usize {
-        self.exact.capacity() * 8 + self.buckets.as_ref().map_or(0, |b| b.counts.capacity() * 4)
+        let buckets = |b: &Option<Buckets>| b.as_ref().map_or(0, |b| b.counts.capacity() * 4);
+        self.exact.capacity() * 8 + buckets(&self.buckets) + buckets(&self.room)
     }
 }
 
@@ -235,6 +247,31 @@ mod tests {
         assert_eq!(cdf.last().unwrap().1, 1.0);
         assert!(cdf.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 < w[1].1), "monotone");
         assert!(v.exact().is_none());
+    }
+
+    #[test]
+    fn a_reserved_distribution_holds_the_same_memory_from_its_first_value_to_its_millionth() {
+        let mut rng = Rng::new(11);
+        let (mut reserved, mut grown) = (Values::reserved(), Values::default());
+        let at_start = reserved.heap_bytes();
+        let mut grown_sizes = std::collections::BTreeSet::new();
+        for _ in 0..1_000_000 {
+            let x = 0.001 * (rng.uniform() * 7.6).exp();
+            reserved.push(x);
+            grown.push(x);
+            assert_eq!(reserved.heap_bytes(), at_start);
+            grown_sizes.insert(grown.heap_bytes());
+        }
+        // The same summary as values that grew as they came …
+        assert_eq!(reserved.distribution(), grown.distribution());
+        assert_eq!(reserved.bucket_cdf(100), grown.bucket_cdf(100));
+        // … which went through every doubling of the exact values and then the buckets' allocation.
+        assert!(grown_sizes.len() > 5, "{grown_sizes:?}");
+        assert_eq!(grown_sizes.last(), Some(&at_start), "the same bound, reached late");
+        // Below the limit too: the exact values are the same.
+        let mut few = Values::reserved();
+        few.extend([0.3, 0.1, 0.2]);
+        assert_eq!((few.exact(), few.heap_bytes()), (Some(&[0.3, 0.1, 0.2][..]), at_start));
     }
 
     #[test]

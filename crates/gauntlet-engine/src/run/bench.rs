@@ -438,9 +438,15 @@ impl LevelFold {
             batches: Vec::new(),
             tally: Default::default(),
             samples: Samples::new(COMPARED.iter().map(|(name, _)| *name)),
-            pooled: Pool::new(slos(workload)),
+            pooled: Pool::reserved(slos(workload)),
             offset: 0.0,
         }
+    }
+
+    /// Heap bytes the fold's numbers hold (its pooled distributions and samples; kept batches aside).
+    #[cfg(test)]
+    fn numbers_heap_bytes(&self) -> usize {
+        self.pooled.heap_bytes() + self.samples.heap_bytes()
     }
 
     /// Folds a measured batch; `spill`, when given, takes it (the level then only counts it: a long bench holds
@@ -801,9 +807,13 @@ mod report_tests {
         let mut spill = Spill::create(dir.path()).unwrap();
         let workload = Workload::new(vec![2], 4, 0, n);
         let mut fold = LevelFold::new(2, &workload);
+        // Everything the level's numbers will hold is there before the first batch: nothing grows as they fill
+        // (a long bench's heap is flat from its start, not after its distributions reached their bounds).
+        let held = fold.numbers_heap_bytes();
         for i in 0..n {
             fold.add(batch(i), Some(&mut spill));
             assert_eq!(fold.batches.capacity(), 0, "batch {i}");
+            assert_eq!(fold.numbers_heap_bytes(), held, "batch {i}");
         }
         let folded = fold.finish();
         let tally = folded.tally.clone().unwrap();
