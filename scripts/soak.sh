@@ -12,11 +12,11 @@
 # is the one command that repeats the same work (connections, streamed answers, SSE parsing, per-request records,
 # metrics) in one process for as long as asked; a gate is one process per run, and a qualification's stages each
 # do different work, so neither would show a slow leak as a trend. At the end of the hour the bench is interrupted
-# (SIGINT, the Ctrl-C path: gauntlet stops its server group and exits 130) and the script checks that the server
-# is gone too. The bench spills every request's record to its requests.jsonl and keeps each distribution's values
-# exactly up to 256 of them, then in a fixed set of buckets (bench/summary.rs); what still grows is the record of
-# each batch (its time, peak in-flight count and one sample per compared metric: about 100 bytes a batch, so
-# a larger concurrency means fewer batches). A leak of connections, buffers or descriptors would show on top.
+# (SIGINT, the Ctrl-C path: gauntlet writes what it measured, stops its server group and exits 130) and the
+# script checks that the server is gone too. The bench spills every batch and request to its requests.jsonl and
+# allocates its numbers' bounds before the first batch (each distribution's 256 exact values and its buckets, 512
+# samples per compared metric: bench/summary.rs, bench/samples.rs), so nothing it holds should grow with the hour:
+# a leak of connections, buffers or descriptors would show as a trend.
 #
 # The server runs under a cgroup-v1 CPU quota (default 50 % of one core) so that it does not starve other work
 # on the machine: the script moves it into /sys/fs/cgroup/cpu/gauntlet-soak-PID as soon as gauntlet spawned it.
@@ -130,8 +130,8 @@ ended_early=0
 if kill -0 "$gpid" 2>/dev/null; then
   kill -INT "$gpid"
   for _ in $(seq 600); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done
-  # A bench with no server of its own (--manifest of an attached profile) installs no signal handler, and a
-  # background job of a script starts with SIGINT ignored: SIGTERM ends it (exit 143).
+  # Should SIGINT not end it (a background job of a script starts with SIGINT ignored, and a bench only handles
+  # it once it measures), SIGTERM does (exit 143).
   if kill -0 "$gpid" 2>/dev/null; then
     kill -TERM "$gpid"
     for _ in $(seq 100); do kill -0 "$gpid" 2>/dev/null || break; sleep 0.1; done

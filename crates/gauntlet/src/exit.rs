@@ -108,8 +108,12 @@ impl Failure {
     }
 }
 
-/// A command's result, outcome or failure, as the exit status.
+/// A command's result, outcome or failure, as the exit status. A command that an interrupt asked to finish (a
+/// bench writes what it measured first) exits as one the signal stopped: 128 + the signal, 130 for Ctrl-C.
 pub(crate) fn code(result: &Result<Exit, Failure>) -> u8 {
+    if let Some(sig) = gauntlet_engine::server::interrupted() {
+        return u8::try_from(128 + sig).unwrap_or(130);
+    }
     match result {
         Ok(exit) => exit.code(),
         Err(f) => f.exit.code(),

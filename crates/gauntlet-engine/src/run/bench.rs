@@ -115,6 +115,8 @@ pub fn run_bench(
         Ok(_) => {
             // The server's own counters around the whole workload, warm-ups included.
             session.scrape_metrics_before(&rt);
+            // A Ctrl-C from here on stops the measuring, not the record: what was measured is written below.
+            crate::server::finish_on_interrupt();
             let client = session.client.clone();
             let process = session.process_mut();
             let (measured, died) =
@@ -142,6 +144,13 @@ pub fn run_bench(
     for f in findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
         problems.push(format!("{}: {}", f.kind, f.message));
         verdict = BenchVerdict::Fail;
+    }
+    // An interrupted bench measured less than it was asked to: no pass and no baseline candidate from it (a
+    // regression or a failure it did see stands).
+    if crate::server::interrupted().is_some()
+        && matches!(verdict, BenchVerdict::Pass | BenchVerdict::Improvement | BenchVerdict::Candidate)
+    {
+        verdict = BenchVerdict::Inconclusive;
     }
     let record = BenchRecord {
         bench_version: BENCH_VERSION,
@@ -233,7 +242,24 @@ pub(crate) async fn measure(
                     Ways::Reqwest(client)
                 }
             };
-            let (batch, kept) = run_batch(ways, profile, workload, c, i, &Default::default()).await;
+            // An interrupt (when the command asked to finish on one) drops the batch in flight: the level keeps
+            // the batches that ended, and no later level starts.
+            let no_extra = Default::default();
+            let batch = run_batch(ways, profile, workload, c, i, &no_extra);
+            let Some((batch, kept)) = crate::server::unless_interrupted(batch).await else {
+                let measured = fold.batches_measured();
+                if measured > 0 {
+                    levels.push(fold.finish());
+                }
+                let sig = crate::server::interrupted().unwrap_or_default();
+                return (
+                    levels,
+                    vec![format!(
+                        "interrupted (signal {sig}) at concurrency {c} after {measured} measured batch(es); the batch in \
+                     flight and any later concurrency were not measured"
+                    )],
+                );
+            };
             pool = kept;
             if i >= workload.warmups {
                 fold.add(batch, spill.as_deref_mut());
@@ -441,6 +467,11 @@ impl LevelFold {
             pooled: Pool::reserved(slos(workload)),
             offset: 0.0,
         }
+    }
+
+    /// Measured batches folded so far.
+    pub(crate) fn batches_measured(&self) -> u64 {
+        self.tally.batches
     }
 
     /// Heap bytes the fold's numbers hold (its pooled distributions and samples; kept batches aside).

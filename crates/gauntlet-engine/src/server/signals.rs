@@ -9,6 +9,7 @@
 //! what reaches the rest.
 
 use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,43 @@ type Live = Vec<(i32, String)>;
 
 static LIVE: Mutex<Live> = Mutex::new(Vec::new());
 static INSTALL: Once = Once::new();
+/// Whether the first signal lets the command finish its record ([`finish_on_interrupt`]).
+static FINISH: AtomicBool = AtomicBool::new(false);
+/// The signal that asked the command to finish; 0: none.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+/// How long a command that finishes on an interrupt has to stop its servers and write its record before the
+/// interrupt stops everything anyway. A second signal does so at once.
+pub const FINISH_GRACE: Duration = Duration::from_secs(30);
+
+/// From now on the first SIGINT, SIGTERM or SIGHUP asks the command to stop measuring and write what it has
+/// ([`interrupted`] says so), within [`FINISH_GRACE`]; a second signal, or the grace running out, stops every
+/// server group and exits as before. For a long bench: an hour of batches is not lost to a Ctrl-C.
+pub fn finish_on_interrupt() {
+    FINISH.store(true, Ordering::SeqCst);
+    install();
+}
+
+/// The signal that asked the command to finish, if one did.
+pub fn interrupted() -> Option<i32> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
+/// `work`, unless an interrupt asks the command to finish first (checked every 50 ms): then `None`, and `work` is
+/// dropped where it stood.
+pub async fn unless_interrupted<T>(work: impl std::future::Future<Output = T>) -> Option<T> {
+    let asked = async {
+        while interrupted().is_none() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        done = work => Some(done),
+        () = asked => None,
+    }
+}
 
 pub(crate) fn lock() -> MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
@@ -126,7 +164,22 @@ pub fn install() {
         std::thread::Builder::new()
             .name("gauntlet-signals".into())
             .spawn(move || {
-                if let Some(sig) = signals.forever().next() {
+                let first = signals.forever().next();
+                if let Some(sig) = first {
+                    if FINISH.load(Ordering::SeqCst) {
+                        INTERRUPTED.store(sig, Ordering::SeqCst);
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "gauntlet: interrupted (signal {sig}); stopping and writing what was measured (a second \
+                             signal stops at once)"
+                        );
+                        // The command exits by itself once its record is written; this thread only waits for a
+                        // second signal or the end of the grace.
+                        let deadline = Instant::now() + FINISH_GRACE;
+                        while Instant::now() < deadline && signals.pending().next().is_none() {
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
                     // Hold the lock to the end: no new group can start while we are shutting down.
                     let groups = lock();
                     // Not eprintln!: a closed stderr (a cancelled CI job's log pipe) would panic this thread and

@@ -66,7 +66,9 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let out: &mut dyn Write = if csv_only { &mut stderr } else { &mut stdout };
     let _ = terminal::bench(&mut *out, &record, &out_dir);
     csv(&record, &out_dir)?;
-    if args.confirm && record.verdict == BenchVerdict::Regression {
+    // Interrupted: no second measurement (the exit status says the signal).
+    let interrupted = gauntlet_engine::server::interrupted().is_some();
+    if args.confirm && record.verdict == BenchVerdict::Regression && !interrupted {
         let _ = writeln!(out, "regression: measuring again to confirm it");
         let again_dir = out_dir.join("confirm");
         let again = measure(&again_dir)?;

@@ -90,3 +90,101 @@ fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
     let (status, _) = interrupt(&f, 1, 15, true);
     assert_eq!(status.code(), Some(143), "{status:?}");
 }
+
+/// Starts a long `gauntlet bench` on the fixture and waits (bounded) until `batches` measured batches are in its
+/// spill file; gives the running child and its output folder.
+fn bench_until(f: &Fixture, batches: usize) -> (crate::common::Reaped, PathBuf) {
+    let manifest = f.write();
+    let out = f.path().join("out");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    crate::common::isolate(&mut cmd, &[], &scratch);
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "2", "--warmups", "1"];
+    let child = cmd
+        .args(args)
+        .args(["--samples", "10000", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = crate::common::Reaped(child);
+    let spilled =
+        || std::fs::read_to_string(out.join("requests.jsonl")).map_or(0, |t| t.matches("\"header\":").count());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while spilled() < batches {
+        assert!(std::time::Instant::now() < deadline, "the bench never measured {batches} batches");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, out)
+}
+
+/// Waits (bounded by `limit`) for the child to exit; gives its status, how long that took, and its stdout and stderr.
+fn exit_within(
+    child: &mut crate::common::Reaped,
+    limit: Duration,
+) -> (std::process::ExitStatus, Duration, String, String) {
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed() < limit, "gauntlet did not exit within {limit:?} of the signal");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let elapsed = started.elapsed();
+    let read = |pipe: Option<&mut dyn std::io::Read>| {
+        let mut text = String::new();
+        if let Some(p) = pipe {
+            p.read_to_string(&mut text).unwrap();
+        }
+        text
+    };
+    let stdout = read(child.0.stdout.as_mut().map(|p| p as &mut dyn std::io::Read));
+    let stderr = read(child.0.stderr.as_mut().map(|p| p as &mut dyn std::io::Read));
+    (status, elapsed, stdout, stderr)
+}
+
+/// Ctrl-C in the middle of a long bench stops the measuring, not the record: the batches that ended are in
+/// bench.json and bench.md (the batch in flight is not), the verdict is inconclusive rather than a baseline
+/// candidate, the server group is stopped, and gauntlet exits 130 as soon as that is done.
+#[test]
+fn an_interrupted_bench_writes_what_it_measured_and_stops_its_server() {
+    let f = Fixture::new("bench-sigint").fault(&["--token-delay-ms", "20"]);
+    let (mut child, out) = bench_until(&f, 3);
+    crate::common::send_signal(child.0.id() as i32, 2);
+    let (status, elapsed, stdout, stderr) = exit_within(&mut child, Duration::from_secs(45));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(elapsed < Duration::from_secs(15), "it finished by itself, not at the grace's end: {elapsed:?}");
+    assert!(stderr.contains("writing what was measured"), "{stderr}");
+    assert_no_survivors(&f.tag);
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).expect("bench.json written")).unwrap();
+    let level = &record["levels"][0];
+    let batches = level["tally"]["batches"].as_u64().unwrap();
+    assert!(batches >= 3, "{level}");
+    assert_eq!(level["batches"].as_array().unwrap().len() as u64, batches, "every measured batch, back from the spill");
+    assert_eq!(level["metrics"]["requests"].as_u64(), Some(2 * batches), "no request of the batch in flight");
+    assert_eq!(record["verdict"], "inconclusive");
+    let problems = record["problems"].to_string();
+    assert!(problems.contains("interrupted (signal 2) at concurrency 2 after"), "{problems}");
+    assert!(std::fs::read_to_string(out.join("bench.md")).unwrap().contains("interrupted (signal 2)"));
+    assert!(stdout.contains("INCONCLUSIVE"), "the summary is printed too: {stdout}");
+}
+
+/// A second signal does not wait for the record: a server that ignores SIGTERM would hold the bench's orderly stop
+/// for its whole 20 s grace, and the second Ctrl-C kills it and exits at once.
+#[test]
+fn a_second_interrupt_stops_a_bench_at_once() {
+    let f = Fixture::new("bench-sigint2")
+        .fault(&["--ignore-sigterm", "--token-delay-ms", "20"])
+        .profile("stop_grace = \"20s\"");
+    let (mut child, _out) = bench_until(&f, 2);
+    crate::common::send_signal(child.0.id() as i32, 2);
+    std::thread::sleep(Duration::from_millis(500));
+    crate::common::send_signal(child.0.id() as i32, 2);
+    let (status, elapsed, _, stderr) = exit_within(&mut child, Duration::from_secs(45));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(elapsed < Duration::from_secs(12), "{elapsed:?}: {stderr}");
+    assert!(stderr.contains("stopping 1 server group(s)"), "{stderr}");
+    assert_no_survivors(&f.tag);
+}
