@@ -44,12 +44,18 @@ pub fn interrupted() -> Option<i32> {
     }
 }
 
-/// `work`, unless an interrupt asks the command to finish first (checked every 50 ms): then `None`, and `work` is
-/// dropped where it stood.
+/// Wakes what [`unless_interrupted`] waits on when the signal thread asks the command to finish.
+static ASKED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// `work`, unless an interrupt asks the command to finish first: then `None`, and `work` is dropped where it stood.
 pub async fn unless_interrupted<T>(work: impl std::future::Future<Output = T>) -> Option<T> {
     let asked = async {
-        while interrupted().is_none() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // Registered before the flag is read: a signal between the two still wakes it.
+        let notified = ASKED.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if interrupted().is_none() {
+            notified.await;
         }
     };
     tokio::select! {
@@ -168,6 +174,7 @@ pub fn install() {
                 if let Some(sig) = first {
                     if FINISH.load(Ordering::SeqCst) {
                         INTERRUPTED.store(sig, Ordering::SeqCst);
+                        ASKED.notify_waiters();
                         let _ = writeln!(
                             std::io::stderr(),
                             "gauntlet: interrupted (signal {sig}); stopping and writing what was measured (a second \
