@@ -198,7 +198,7 @@ impl Pool {
         self.requests
     }
 
-    /// Heap bytes of the distributions' values: bounded however many requests are folded.
+    /// Heap bytes of the distributions' values and the problem lines' room: bounded however many requests are folded.
     pub fn heap_bytes(&self) -> usize {
         let problems = self.problems.capacity() * std::mem::size_of::<String>();
         problems

@@ -7,4 +7,4 @@ mod signals;
 pub use group::group_members;
 pub use process::{Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail};
 pub use signals::install as install_signal_forwarding;
-pub use signals::{FINISH_GRACE, finish_on_interrupt, interrupted, unless_interrupted};
+pub use signals::{finish_on_interrupt, interrupted, unless_interrupted};

@@ -26,7 +26,7 @@ static FINISH: AtomicBool = AtomicBool::new(false);
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 /// How long a command that finishes on an interrupt has to stop its servers and write its record before the
 /// interrupt stops everything anyway. A second signal does so at once.
-pub const FINISH_GRACE: Duration = Duration::from_secs(30);
+const FINISH_GRACE: Duration = Duration::from_secs(30);
 
 /// From now on the first SIGINT, SIGTERM or SIGHUP asks the command to stop measuring and write what it has
 /// ([`interrupted`] says so), within [`FINISH_GRACE`]; a second signal, or the grace running out, stops every

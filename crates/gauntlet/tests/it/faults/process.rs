@@ -29,46 +29,34 @@ fn port_in_use_is_refused_before_anything_starts() {
     assert!(run.record.is_none(), "no run happened");
 }
 
+/// Starts gauntlet with `args`, isolated, its stdout and stderr piped; killed and reaped if the test ends first.
+fn start(args: &[&str]) -> crate::common::Reaped {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
+    crate::common::isolate(&mut cmd, &[], &scratch);
+    let child =
+        cmd.args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    crate::common::Reaped(child)
+}
+
 /// Starts `gauntlet run` on the fixture, waits (bounded) until `servers` processes of its server are up, optionally
 /// closes gauntlet's stdout and stderr, then sends `signal`; returns how gauntlet exited and what it wrote to stderr.
 fn interrupt(f: &Fixture, servers: usize, signal: i32, close_pipes: bool) -> (std::process::ExitStatus, String) {
     let manifest = f.write();
     let out = f.path().join("out");
-    let scratch = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
-    crate::common::isolate(&mut cmd, &[], &scratch);
-    let mut child = cmd
-        .args(["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = start(&["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while crate::common::processes_tagged(&f.tag).len() < servers {
         assert!(std::time::Instant::now() < deadline, "server never started");
         std::thread::sleep(Duration::from_millis(20));
     }
     if close_pipes {
-        drop(child.stdout.take());
-        drop(child.stderr.take());
+        drop(child.0.stdout.take());
+        drop(child.0.stderr.take());
     }
     std::thread::sleep(Duration::from_millis(300));
-    crate::common::send_signal(child.id() as i32, signal);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            panic!("gauntlet did not exit after signal {signal}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
-        std::io::Read::read_to_string(&mut pipe, &mut stderr).unwrap();
-    }
+    crate::common::send_signal(child.0.id() as i32, signal);
+    let (status, _, _, stderr) = exit_within(&mut child, Duration::from_secs(20));
     assert_no_survivors(&f.tag);
     (status, stderr)
 }
@@ -96,18 +84,8 @@ fn sigterm_with_a_closed_stderr_still_stops_the_server_group() {
 fn bench_until(f: &Fixture, batches: usize) -> (crate::common::Reaped, PathBuf) {
     let manifest = f.write();
     let out = f.path().join("out");
-    let scratch = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(workspace_bin("gauntlet"));
-    crate::common::isolate(&mut cmd, &[], &scratch);
     let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--concurrency", "2", "--warmups", "1"];
-    let child = cmd
-        .args(args)
-        .args(["--samples", "10000", "--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = crate::common::Reaped(child);
+    let child = start(&[&args[..], &["--samples", "10000", "--out", out.to_str().unwrap()]].concat());
     let spilled =
         || std::fs::read_to_string(out.join("requests.jsonl")).map_or(0, |t| t.matches("\"header\":").count());
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
