@@ -264,8 +264,6 @@ pub(crate) async fn measure(
             if i >= workload.warmups {
                 fold.add(batch, spill.as_deref_mut());
             }
-            // Between batches, before the next one's connections and release: nothing measured waits on it.
-            crate::util::return_free_memory();
         }
         if let Some(p) = process.as_deref_mut()
             && p.exited().is_some()

@@ -303,19 +303,6 @@ pub fn measuring_runtime() -> tokio::runtime::Runtime {
         .expect("tokio runtime")
 }
 
-/// Gives the allocator's free pages back to the system (glibc's `malloc_trim`; nothing where the allocator is
-/// another). A long bench calls it after each batch: a batch frees what it allocated, but glibc keeps the freed pages
-/// of its per-thread arenas resident, and over an hour against the real server the process's resident memory crept
-/// up by them (+5.8 % in 40 minutes) while its heap stayed flat (massif). Live memory, a leak's included, stays
-/// resident and shows.
-pub fn return_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointer; it walks the allocator's own arenas under their locks.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
 
@@ -368,31 +355,5 @@ mod tests {
     #[test]
     fn sha256_of_known_input() {
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    }
-
-    /// Freed small allocations of a thread's arena stay resident until they are given back: after a trim the
-    /// process holds at least half a megabyte less (it frees several), and what is still live stays.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn free_pages_of_a_threads_arena_are_given_back() {
-        let anon = || -> i64 {
-            let status = std::fs::read_to_string("/proc/self/status").unwrap();
-            let line = status.lines().find(|l| l.starts_with("RssAnon:")).unwrap();
-            line.split_whitespace().nth(1).unwrap().parse().unwrap()
-        };
-        let (before, after, kept) = std::thread::spawn(move || {
-            // 8 MB of small blocks; every 64th kept alive, so the arena cannot shrink from its top alone.
-            let mut blocks: Vec<Vec<u8>> = (0..40_000).map(|i| vec![(i % 251) as u8; 200]).collect();
-            let kept: Vec<Vec<u8>> = blocks.iter().step_by(64).cloned().collect();
-            blocks.clear();
-            blocks.shrink_to_fit();
-            let before = anon();
-            super::return_free_memory();
-            (before, anon(), kept)
-        })
-        .join()
-        .unwrap();
-        assert!(before - after > 512, "RssAnon {before} → {after} KiB");
-        assert!(kept.iter().enumerate().all(|(i, b)| b.len() == 200 && b[0] == ((i * 64) % 251) as u8));
     }
 }
