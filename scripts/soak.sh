@@ -17,7 +17,7 @@
 # allocates its numbers' bounds before the first batch (each distribution's 256 exact values and its buckets, 512
 # samples per compared metric: bench/summary.rs, bench/samples.rs), so nothing it holds should grow with the hour:
 # a leak of connections, buffers or descriptors would show as a trend.
-# The binary allocates with jemalloc (crates/gauntlet/src/main.rs): under glibc's malloc the fragmentation of its
+# The binary allocates with jemalloc (crates/gauntlet/src/allocator.rs): under glibc's malloc the fragmentation of its
 # per-thread arenas alone grew the resident memory by 6 to 8 % an hour (README, the soak).
 #
 # The server runs under a cgroup-v1 CPU quota (default 50 % of one core) so that it does not starve other work
