@@ -222,6 +222,12 @@ fn main() {
         }
     }
     eprintln!("fake-server: loading");
+    // The device binding reaches a server only through these: say what this one was given, for the GPU tests.
+    for var in ["CUDA_DEVICE_ORDER", "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"] {
+        if let Ok(v) = std::env::var(var) {
+            eprintln!("fake-server: {var}={v}");
+        }
+    }
     if c.fault.as_deref() == Some("crash-load") {
         std::thread::sleep(Duration::from_millis(200));
         eprintln!("fake-server: simulated crash during load");

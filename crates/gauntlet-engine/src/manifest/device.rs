@@ -28,6 +28,25 @@ impl Device {
         !matches!(self, Device::Cpu)
     }
 
+    /// What a spawned server's environment needs so that it sees this device alone, as device 0. NVIDIA: CUDA
+    /// numbers devices fastest-first unless told `PCI_BUS_ID`, while NVML (the busy wait, the identity) numbers
+    /// them by bus id; with the order pinned, `nvidia:N` is the same GPU to both. AMD: ROCr enumerates the KFD
+    /// topology's GPU nodes in the order the sentry reads them, and HIP numbers what ROCr leaves visible from 0
+    /// (an ambient `HIP_VISIBLE_DEVICES` would otherwise select within that one device). Without this a server with no device flag uses
+    /// every GPU of the host (llama.cpp splits its layers across them), and a second profile bound to the other
+    /// GPU finds it busy.
+    pub fn visibility_environment(&self) -> Vec<(String, String)> {
+        match self {
+            Device::Cpu => Vec::new(),
+            Device::Nvidia(i) => {
+                vec![("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()), ("CUDA_VISIBLE_DEVICES".into(), i.to_string())]
+            }
+            Device::Amd(i) => {
+                vec![("ROCR_VISIBLE_DEVICES".into(), i.to_string()), ("HIP_VISIBLE_DEVICES".into(), "0".into())]
+            }
+        }
+    }
+
     pub fn label(&self) -> String {
         match self {
             Device::Cpu => "cpu".into(),

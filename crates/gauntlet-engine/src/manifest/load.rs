@@ -120,6 +120,9 @@ pub struct SpawnSpec {
     pub environment: BTreeMap<String, String>,
     /// `[servers.NAME.build]`: gauntlet builds the binary before it starts it.
     pub build: Option<super::BuildSpec>,
+    /// The profile's `device`: a GPU binding makes only that device visible to the server (see
+    /// [`Device::visibility_environment`]), so two profiles of one host bound to two GPUs never share one.
+    pub device: Device,
 }
 
 impl SpawnSpec {
@@ -164,12 +167,13 @@ impl SpawnSpec {
         }
     }
 
-    /// The server's environment: the kind's (Ollama's settings), then the server's and the profile's.
+    /// The server's environment: the device binding's visibility, the kind's (Ollama's settings), then the
+    /// server's and the profile's (a profile that sets `CUDA_VISIBLE_DEVICES` itself overrides the binding's).
     pub fn full_environment(&self) -> BTreeMap<String, String> {
-        let mut env: BTreeMap<String, String> = match self.kind {
-            Some(k) => crate::kinds::launch_environment(k, &self.fill()).into_iter().collect(),
-            None => BTreeMap::new(),
-        };
+        let mut env: BTreeMap<String, String> = self.device.visibility_environment().into_iter().collect();
+        if let Some(k) = self.kind {
+            env.extend(crate::kinds::launch_environment(k, &self.fill()));
+        }
         env.extend(self.environment.clone());
         env
     }
@@ -689,6 +693,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
                 arguments,
                 environment: env,
                 build: def.build.clone(),
+                device: Device::Cpu,
             })))
         } else {
             None
@@ -850,9 +855,13 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     if p.errors.len() > errors_before {
         return None;
     }
+    let mut target = target?;
+    if let Target::Spawn(spec) = &mut target {
+        spec.device = device.clone();
+    }
     Some(Profile {
         name: name.to_owned(),
-        target: target?,
+        target,
         suite: suite?,
         request_model,
         discover_model,

@@ -211,9 +211,21 @@ fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, St
 
 /// `$GAUNTLET_FAKE_GPU`: `holders/<pid>` files (content: process name, then optionally bytes held), an `unknown` file (content: why the
 /// holders cannot be told), `identity.json`. Each query that finds a holder appends a line to `probes.log`, so a
-/// test can free the device once gauntlet has seen it busy instead of guessing when that will be.
+/// test can free the device once gauntlet has seen it busy instead of guessing when that will be. A host of
+/// several GPUs: `devices/<index>/holders/<pid>` hold that device only, and `devices/<index>/identity.json` is
+/// that device's identity (the top-level files stand for every device).
 pub struct DirProbe {
     pub dir: PathBuf,
+}
+
+impl DirProbe {
+    fn device_dir(&self, device: &Device) -> PathBuf {
+        let index = match device {
+            Device::Nvidia(i) | Device::Amd(i) => *i,
+            Device::Cpu => 0,
+        };
+        self.dir.join("devices").join(index.to_string())
+    }
 }
 
 impl Probe for DirProbe {
@@ -224,19 +236,19 @@ impl Probe for DirProbe {
         if let Some(why) = read_trim(&self.dir.join("unknown")) {
             return Err(why);
         }
-        let mut out: Vec<Holder> = std::fs::read_dir(self.dir.join("holders"))
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| {
-                        let pid = e.file_name().to_str()?.parse().ok()?;
-                        let text = read_trim(&e.path()).unwrap_or_default();
-                        let mut words = text.split_whitespace();
-                        let name = words.next().unwrap_or_default().to_owned();
-                        Some(Holder { pid, name, memory_bytes: words.next().and_then(|m| m.parse().ok()) })
-                    })
-                    .collect()
+        let per_device = self.device_dir(device).join("holders");
+        let mut out: Vec<Holder> = [self.dir.join("holders"), per_device]
+            .iter()
+            .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten())
+            .flatten()
+            .filter_map(|e| {
+                let pid = e.file_name().to_str()?.parse().ok()?;
+                let text = read_trim(&e.path()).unwrap_or_default();
+                let mut words = text.split_whitespace();
+                let name = words.next().unwrap_or_default().to_owned();
+                Some(Holder { pid, name, memory_bytes: words.next().and_then(|m| m.parse().ok()) })
             })
-            .unwrap_or_default();
+            .collect();
         out.sort_by_key(|h| h.pid);
         if !out.is_empty() {
             use std::io::Write as _;
@@ -250,7 +262,8 @@ impl Probe for DirProbe {
         if !device.is_gpu() {
             return Ok(Value::Null);
         }
-        let path = self.dir.join("identity.json");
+        let own = self.device_dir(device).join("identity.json");
+        let path = if own.is_file() { own } else { self.dir.join("identity.json") };
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }

@@ -2,6 +2,7 @@
 //! doctor`, and a server that never touches its GPU.
 
 use super::*;
+use serde_json::json;
 
 /// A fake GPU (`$GAUNTLET_FAKE_GPU`) with an identity and the given holders.
 fn fake_gpu(root: &Path, holders: &[(u32, &str)]) -> PathBuf {
@@ -68,6 +69,55 @@ fn busy_gpu_skips_waits_or_fails_closed() {
     assert!(
         unknown.stderr.contains("failed closed: cannot tell whether nvidia:0 is free: NVML: insufficient permissions")
     );
+}
+
+/// Two GPUs of one host (#35): a profile bound to `nvidia:N` waits only for holders of device N, names that
+/// device in its identity, and its server sees that device alone (through `CUDA_VISIBLE_DEVICES`, numbered by bus
+/// id as NVML numbers it) — without the binding reaching the server, llama.cpp would spread over both GPUs and
+/// each profile would find the other's server holding its device.
+#[test]
+fn each_profile_sees_only_its_own_gpu_of_two() {
+    let mut f = Fixture::new("two-gpus").profile("device = \"nvidia:0\"\nbusy_wait = \"1s\"");
+    let gpu = fake_gpu(f.path(), &[]);
+    for (index, bus) in [(0, "00000000:00:06.0"), (1, "00000000:00:07.0")] {
+        let dir = gpu.join(format!("devices/{index}"));
+        std::fs::create_dir_all(dir.join("holders")).unwrap();
+        let identity = json!({"vendor": "nvidia", "name": "NVIDIA H200", "driver": "580.159.04",
+            "pci_bus_id": bus, "memory_total_bytes": 150754820096u64});
+        std::fs::write(dir.join("identity.json"), identity.to_string()).unwrap();
+    }
+    std::fs::write(gpu.join("devices/1/holders/4343"), "python3").unwrap();
+    let env = [("GAUNTLET_FAKE_GPU", gpu.to_str().unwrap())];
+
+    let first = run_with_env(&f, "gpu0", &env);
+    assert_eq!(first.code, 0, "a holder of nvidia:1 does not hold nvidia:0: {}", first.explain());
+    let record = first.record.as_ref().unwrap();
+    let seen = record["sentry"]["gpu_holders_seen"].as_array();
+    assert!(seen.is_none_or(|s| s.is_empty()), "nobody held nvidia:0: {}", record["sentry"]);
+    assert_eq!(record["runtime"]["gpu"]["pci_bus_id"], "00000000:00:06.0", "{}", record["runtime"]);
+    let log = std::fs::read_to_string(first.out.join("server.log")).unwrap();
+    assert!(log.contains("fake-server: CUDA_VISIBLE_DEVICES=0"), "{log}");
+    assert!(log.contains("fake-server: CUDA_DEVICE_ORDER=PCI_BUS_ID"), "{log}");
+
+    f.profile_extra = "device = \"nvidia:1\"\nbusy_wait = \"1s\"\n".into();
+    let second = run_with_env(&f, "gpu1", &env);
+    assert_eq!(second.code, 3, "{}", second.explain());
+    assert!(second.stderr.contains("nvidia:1 is still in use after 1s: pid 4343 (python3)"), "{}", second.explain());
+
+    std::fs::remove_file(gpu.join("devices/1/holders/4343")).unwrap();
+    let freed = run_with_env(&f, "gpu1-free", &env);
+    assert_eq!(freed.code, 0, "{}", freed.explain());
+    assert_eq!(freed.record.as_ref().unwrap()["runtime"]["gpu"]["pci_bus_id"], "00000000:00:07.0");
+    let log = std::fs::read_to_string(freed.out.join("server.log")).unwrap();
+    assert!(log.contains("fake-server: CUDA_VISIBLE_DEVICES=1"), "{log}");
+
+    // The profile's own setting is the user's word: it wins over the binding's.
+    f.profile_extra =
+        "device = \"nvidia:1\"\nbusy_wait = \"1s\"\nenvironment = { CUDA_VISIBLE_DEVICES = \"GPU-1234\" }\n".into();
+    let own = run_with_env(&f, "gpu1-own", &env);
+    assert_eq!(own.code, 0, "{}", own.explain());
+    let log = std::fs::read_to_string(own.out.join("server.log")).unwrap();
+    assert!(log.contains("fake-server: CUDA_VISIBLE_DEVICES=GPU-1234"), "{log}");
 }
 
 /// A GPU fault logged by the kernel during the run, naming our server's pid, fails the run; the same fault of
