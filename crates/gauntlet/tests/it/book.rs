@@ -187,3 +187,63 @@ fn the_link_checker_finds_a_missing_page_and_a_missing_anchor() {
     assert_eq!(links, ["../a.html#nowhere", "c.html"], "{broken:?}");
     assert_eq!(checked, 5);
 }
+
+/// A heading's anchor as GitHub makes it: lower case, punctuation but `-` and `_` dropped, spaces to `-`.
+fn github_anchor(heading: &str) -> String {
+    let text = heading.trim_start_matches('#').trim().to_lowercase();
+    text.chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The targets of the Markdown links `[text](target)` in `text`, outside code blocks.
+fn markdown_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// The README is not part of the book but points into it: each of its relative links names a file of the
+/// repository, and a `#fragment` a heading of that file (or of the README).
+#[test]
+fn every_link_of_the_readme_resolves() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).expect("README.md");
+    let mut broken = Vec::new();
+    let links = markdown_links(&readme);
+    for link in &links {
+        if link.starts_with("http:") || link.starts_with("https:") {
+            continue;
+        }
+        let (path, fragment) = link.split_once('#').unwrap_or((link, ""));
+        let target = if path.is_empty() { repo.join("README.md") } else { repo.join(path) };
+        if !target.exists() {
+            broken.push(format!("{link} (no such file)"));
+            continue;
+        }
+        if !fragment.is_empty() {
+            let text = std::fs::read_to_string(&target).unwrap_or_default();
+            if !text.lines().filter(|l| l.starts_with('#')).any(|h| github_anchor(h) == fragment) {
+                broken.push(format!("{link} (no such heading)"));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links in README.md:\n{}", broken.join("\n"));
+    assert!(links.len() > 20, "only {} links found in README.md", links.len());
+}
