@@ -280,3 +280,73 @@ fn the_manifest_reference_is_the_schema() {
     }
     agree_or_bless("reference/manifest-keys.md", &page);
 }
+
+/// The long flags (`--name`) written in `line`.
+fn long_flags_in(line: &str) -> impl Iterator<Item = String> + '_ {
+    line.match_indices("--").filter_map(move |(i, _)| {
+        let name: String =
+            line[i + 2..].chars().take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-').collect();
+        let fresh = i == 0 || !line[..i].ends_with('-');
+        (fresh && !name.is_empty()).then(|| format!("--{name}"))
+    })
+}
+
+/// Every command that does something (no subcommands of its own), with its path: `["baseline", "promote"]`.
+fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, clap::Command)>) {
+    let subs: Vec<&clap::Command> = cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
+    if subs.is_empty() {
+        out.push((path, cmd.clone()));
+        return;
+    }
+    for sub in subs {
+        let mut p = path.clone();
+        p.push(sub.get_name().to_string());
+        leaves(sub, p, out);
+    }
+}
+
+/// The hand-written synopsis of the commands (the first `text` block of docs/src/commands/overview.md) names exactly
+/// the flags each command has: a flag added to the code, dropped from it or renamed makes this fail.
+#[test]
+fn the_synopsis_names_every_flag_of_every_command() {
+    let text = std::fs::read_to_string(docs("commands/overview.md")).expect("docs/src/commands/overview.md");
+    let block = text.split("```text\n").nth(1).and_then(|b| b.split("\n```").next()).expect("a ```text block");
+    let mut root = Cli::command();
+    root.build();
+    let mut entries: Vec<(Vec<String>, std::collections::BTreeSet<String>)> = Vec::new();
+    for line in block.lines() {
+        if let Some(rest) = line.strip_prefix("gauntlet ") {
+            let (mut cmd, mut path) = (&root, Vec::new());
+            for word in rest.split_whitespace() {
+                let Some(sub) = cmd.find_subcommand(word) else { break };
+                path.push(word.to_string());
+                cmd = sub;
+            }
+            entries.push((path, Default::default()));
+        }
+        let (_, flags) = entries.last_mut().expect("the synopsis starts with a `gauntlet` line");
+        flags.extend(long_flags_in(line));
+    }
+    let mut commands = Vec::new();
+    leaves(&root, Vec::new(), &mut commands);
+    for (path, _) in &entries {
+        assert!(
+            commands.iter().any(|(p, _)| p == path),
+            "the synopsis has `gauntlet {}`, which is no command",
+            path.join(" ")
+        );
+    }
+    for (path, cmd) in &commands {
+        let has: std::collections::BTreeSet<String> = cmd
+            .get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long())
+            .filter(|l| !matches!(*l, "help" | "version"))
+            .map(|l| format!("--{l}"))
+            .collect();
+        let named: std::collections::BTreeSet<String> =
+            entries.iter().filter(|(p, _)| p == path).flat_map(|(_, f)| f.iter().cloned()).collect();
+        assert!(entries.iter().any(|(p, _)| p == path), "the synopsis lacks `gauntlet {}`", path.join(" "));
+        assert_eq!(named, has, "`gauntlet {}`: the synopsis (left) and the command (right) differ", path.join(" "));
+    }
+}

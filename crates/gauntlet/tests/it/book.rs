@@ -23,31 +23,35 @@ fn mdbook() -> PathBuf {
     on_path.expect("mdbook is not installed: run scripts/setup.sh --test (it installs it into $GAUNTLET_HOME/mdbook)")
 }
 
-/// `mdbook build docs` into `dest`, killed (and the test failed) past two minutes; its stderr.
+/// `mdbook build docs` into `dest`, killed (and the test failed) past two minutes; its stderr (kept in a file, so
+/// that no pipe can fill and stall it).
 fn build(dest: &Path) -> String {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let log = tempfile::NamedTempFile::new().expect("mdbook's log file");
     let mut child = Command::new(mdbook())
         .arg("build")
         .arg(&docs)
         .arg("--dest-dir")
         .arg(dest)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(log.reopen().expect("reopen the log file"))
         .spawn()
         .expect("start mdbook");
     let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("wait for mdbook").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for mdbook") {
+            break status;
+        }
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
             panic!("mdbook build did not finish within 120 s");
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("mdbook output");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "mdbook build failed ({}):\n{stderr}", out.status);
+    };
+    let stderr = std::fs::read_to_string(log.path()).unwrap_or_default();
+    assert!(status.success(), "mdbook build failed ({status}):\n{stderr}");
     stderr
 }
 
@@ -246,4 +250,34 @@ fn every_link_of_the_readme_resolves() {
     }
     assert!(broken.is_empty(), "broken links in README.md:\n{}", broken.join("\n"));
     assert!(links.len() > 20, "only {} links found in README.md", links.len());
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a docs folder") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// A code fence left open swallows the rest of its page into one code block, which no link check sees: every
+/// Markdown file of the docs (and the README, and fuzz/README.md) closes each fence it opens.
+#[test]
+fn every_code_block_of_the_docs_is_closed() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![repo.join("README.md"), repo.join("fuzz/README.md")];
+    markdown_files(&repo.join("docs"), &mut files);
+    assert!(files.len() > 30, "only {} Markdown files found", files.len());
+    let open: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).expect("read a Markdown file");
+            text.lines().filter(|l| l.trim_start().starts_with("```")).count() % 2 == 1
+        })
+        .map(|f| f.strip_prefix(&repo).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(open.is_empty(), "a code block left open in: {}", open.join(", "));
 }
