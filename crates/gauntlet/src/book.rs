@@ -82,8 +82,16 @@ struct Schema<'a> {
 }
 
 impl<'a> Schema<'a> {
-    /// The node a `$ref` names, with the name of the definition.
+    /// The node a `$ref` names, with the name of the definition; an optional value written as `anyOf` / `oneOf` of
+    /// one schema and `null` (as schema generators write `Option<T>`) is that schema.
     fn deref(&self, node: &'a Value) -> (&'a Value, Option<&'a str>) {
+        for key in ["anyOf", "oneOf"] {
+            let Some(alts) = node.get(key).and_then(Value::as_array) else { continue };
+            let not_null: Vec<&Value> = alts.iter().filter(|a| a.get("type") != Some(&Value::from("null"))).collect();
+            if alts.len() == 2 && not_null.len() == 1 {
+                return self.deref(not_null[0]);
+            }
+        }
         match node.get("$ref").and_then(Value::as_str) {
             Some(r) => {
                 let name = r.rsplit('/').next().unwrap_or(r);
@@ -93,8 +101,21 @@ impl<'a> Schema<'a> {
         }
     }
 
+    /// The node's type: `"string"`, or of `["integer", "null"]` the types but null.
+    fn type_of(node: &Value) -> Option<String> {
+        match node.get("type")? {
+            Value::String(t) => Some(t.clone()),
+            Value::Array(ts) => {
+                let ts: Vec<&str> = ts.iter().filter_map(Value::as_str).filter(|t| *t != "null").collect();
+                (!ts.is_empty()).then(|| ts.join(" or "))
+            }
+            _ => None,
+        }
+    }
+
     /// One line saying what a value may be.
     fn describe(&self, node: &'a Value) -> String {
+        let outer = node;
         let (node, def) = self.deref(node);
         let mut parts: Vec<String> = Vec::new();
         if let Some(c) = node.get("const") {
@@ -110,7 +131,7 @@ impl<'a> Schema<'a> {
             let alts: Vec<String> = alts.iter().map(|a| self.describe(a)).collect();
             parts.push(alts.join(", or "));
         }
-        match node.get("type").and_then(Value::as_str) {
+        match Self::type_of(node).as_deref() {
             Some("array") => {
                 let items = node.get("items").map(|i| self.describe(i)).unwrap_or_else(|| "anything".into());
                 let mut s = format!("array of ({items})");
@@ -158,6 +179,9 @@ impl<'a> Schema<'a> {
             } else if let Some(c) = not.get("const") {
                 parts.push(format!("not {}", code(&c.to_string())));
             }
+        }
+        if let Some(d) = node.get("default").or_else(|| outer.get("default")) {
+            parts.push(format!("default {}", code(&d.to_string())));
         }
         if let Some(d) = def.filter(|d| matches!(*d, "duration" | "relative_path" | "kind" | "argv" | "string_map")) {
             parts.push(format!("({})", d.replace('_', " ")));
@@ -236,7 +260,7 @@ impl<'a> Schema<'a> {
             }
             let doc = value.get("description").or_else(|| inner.get("description")).and_then(Value::as_str);
             rows.push([code(&key), what, doc.unwrap_or_default().replace('|', "\\|")]);
-            let named = inner.get("type").and_then(Value::as_str) == Some("object")
+            let named = Self::type_of(inner).as_deref() == Some("object")
                 && inner.get("properties").is_none()
                 && inner.get("additionalProperties").is_some_and(|v| self.deref(v).0.get("properties").is_some());
             if named {
@@ -267,6 +291,41 @@ fn manifest_reference(schema: &Value) -> String {
         let _ = writeln!(out, "| {k} | {v} | {d} |");
     }
     out
+}
+
+/// A schema as generators write it (optional values as `anyOf` with `null`, nullable types, defaults, a table of
+/// named entries through `$ref`) is rendered key by key, with what each key's doc says.
+#[test]
+fn the_manifest_reference_reads_a_generated_schema() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "required": ["version"],
+        "properties": {
+            "version": { "const": 1 },
+            "store": { "type": ["string", "null"], "description": "The baseline store." },
+            "profiles": { "type": "object", "additionalProperties": { "$ref": "#/$defs/Profile" } }
+        },
+        "$defs": {
+            "Profile": {
+                "type": "object",
+                "properties": {
+                    "port": { "type": ["integer", "null"], "minimum": 1, "default": 8080 },
+                    "bench": { "anyOf": [{ "$ref": "#/$defs/Bench" }, { "type": "null" }], "description": "The bench." }
+                }
+            },
+            "Bench": { "type": "object", "properties": { "samples": { "type": "integer", "description": "Batches." } } }
+        }
+    });
+    let page = manifest_reference(&schema);
+    for row in [
+        "| `(top level)` | rule | required: `version` |",
+        "| `store` | string | The baseline store. |",
+        "| `profiles.NAME.port` | integer, ≥ 1, default `8080` |  |",
+        "| `profiles.NAME.bench` | table | The bench. |",
+        "| `profiles.NAME.bench.samples` | integer | Batches. |",
+    ] {
+        assert!(page.contains(row), "no row {row} in:\n{page}");
+    }
 }
 
 #[test]
