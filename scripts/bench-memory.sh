@@ -6,7 +6,7 @@
 #
 #   scripts/bench-memory.sh [--bin DIR]   (DIR holds gauntlet, gauntlet-pacer and gauntlet-fake-server;
 #                                          default target/release; build: cargo build --release --workspace)
-# Prints one line per case. The target is < 200 MB of gauntlet RSS at concurrency 32 (README, Benchmarks).
+# Prints one line per case. The target is < 200 MB of gauntlet RSS at concurrency 32 (docs/src/development.md, Benchmarks).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=$repo/target/release

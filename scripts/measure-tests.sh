@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the test suite's two fixed costs on this machine, as the README states them:
+# Measures the test suite's two fixed costs on this machine, as docs/validation/2026-12-02-test-suite-time.md states them:
 #   1. link time: `cargo build --workspace --tests` after touching the engine (every test binary relinks),
 #   2. wall time of the parallel suite (everything but the real-server tests).
 # Prints the machine's load beside each figure: other builds running at the same time slow both.

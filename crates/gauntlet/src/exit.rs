@@ -1,6 +1,6 @@
 //! The one exit-code map: every command ends in an [`Exit`] (an outcome, or the kind of a [`Failure`]) and
-//! [`Exit::code`] alone turns it into the process's status. The README's "Exit codes" table is tested against
-//! [`Exit::ALL`], so the two cannot drift. Nothing here decides an outcome; it only names and numbers it.
+//! [`Exit::code`] alone turns it into the process's status. The book's exit-code table (`docs/src/exit-codes.md`)
+//! is tested against [`Exit::ALL`], so the two cannot drift. Nothing here decides an outcome; it only names and numbers it.
 
 use crate::terminal::errln;
 use gauntlet_schema::Verdict;
@@ -40,7 +40,7 @@ impl Exit {
         }
     }
 
-    /// The word the README's table starts the code's meaning with (the test holds the two together).
+    /// The word the book's table starts the code's meaning with (the test holds the two together).
     #[cfg(test)]
     pub(crate) fn meaning(self) -> &'static str {
         match self {
@@ -124,38 +124,36 @@ pub(crate) fn code(result: &Result<Exit, Failure>) -> u8 {
 mod tests {
     use super::*;
 
-    /// The README's "Exit codes" table: (code, meaning) per row.
-    fn readme_table() -> Vec<(u8, String)> {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-        let section = readme.split("\n## Exit codes\n").nth(1).expect("README has an `## Exit codes` section");
-        let section = section.split("\n## ").next().unwrap_or_default();
-        let rows: Vec<(u8, String)> = section
-            .lines()
-            .filter(|l| l.starts_with('|'))
+    /// The book's exit-code chapter's table (the first table of `docs/src/exit-codes.md`): (code, meaning) per row.
+    fn book_table() -> Vec<(u8, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/exit-codes.md");
+        let chapter = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let table = chapter.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|'));
+        let rows: Vec<(u8, String)> = table
             .filter_map(|l| {
                 let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
                 Some((cells.first()?.parse().ok()?, cells.get(1)?.to_string()))
             })
             .collect();
-        assert!(!rows.is_empty(), "no table rows in the README's Exit codes section");
+        assert!(!rows.is_empty(), "no table rows in the book's exit-code chapter");
         rows
     }
 
     #[test]
-    fn the_readme_table_and_the_map_agree() {
-        let rows = readme_table();
+    fn the_book_table_and_the_map_agree() {
+        let rows = book_table();
         for (code, meaning) in &rows {
             let exit = Exit::ALL.iter().find(|e| e.code() == *code);
-            let exit = exit.unwrap_or_else(|| panic!("README documents exit code {code}, which gauntlet never uses"));
+            let exit = exit.unwrap_or_else(|| panic!("the book documents exit code {code}, which gauntlet never uses"));
             assert!(
                 meaning.starts_with(exit.meaning()),
-                "README: code {code} means `{meaning}`; the map calls it `{}`",
+                "the book: code {code} means `{meaning}`; the map calls it `{}`",
                 exit.meaning()
             );
         }
         for exit in Exit::ALL {
             let n = rows.iter().filter(|(c, _)| *c == exit.code()).count();
-            assert_eq!(n, 1, "code {} ({}) is in the README's table {n} times", exit.code(), exit.meaning());
+            assert_eq!(n, 1, "code {} ({}) is in the book's table {n} times", exit.code(), exit.meaning());
         }
     }
 

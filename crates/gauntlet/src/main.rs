@@ -3,6 +3,8 @@
 
 #[cfg(target_os = "linux")]
 mod allocator;
+#[cfg(test)]
+mod book;
 mod cli;
 mod commands;
 mod exit;

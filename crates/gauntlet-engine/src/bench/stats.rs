@@ -129,8 +129,8 @@ pub struct Rules {
 /// comparison that uses it. Measured: unchanged benches of one server re-run over an hour on a shared 2-core VM moved
 /// by +9 % to +41 % against their stored baseline (issue #19); on this project's 2-core VM, unchanged benches of
 /// the fake server re-run a minute apart stayed within ±1.5 % four times out of five and moved by −37 % (output
-/// throughput; +48 % TPOT) the fifth, while a build ran beside them (README, bench). With it, a change of that size
-/// is not called from one baseline session; a 3x slowdown still is.
+/// throughput; +48 % TPOT) the fifth, while a build ran beside them (docs/validation/2026-12-03-bench-noise.md).
+/// With it, a change of that size is not called from one baseline session; a 3x slowdown still is.
 pub const DEFAULT_BETWEEN_SESSION: f64 = 0.20;
 
 /// Sessions of one identity and workload needed before their measured spread replaces the default.

@@ -352,7 +352,7 @@ mod tests {
         assert!(asked_for_tokens(&body));
     }
 
-    // The shape llama.cpp's server answers with (captured from xllamacpp's llama-server, see the README).
+    // The shape llama.cpp's server answers with (captured from xllamacpp's llama-server, see docs/src/tokens.md).
     fn llama_choice() -> Value {
         json!({"logprobs": {"content": [
             {"id": 2068, "token": "To", "bytes": [84, 111], "logprob": -0.916,

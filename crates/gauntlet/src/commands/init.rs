@@ -83,7 +83,7 @@ fn attach_manifest(url: &str) -> Result<String, Failure> {
     t.push_str(&format!("base_url = {}\n", quoted(url)));
     match kind {
         Some(k) => t.push_str(&format!("# guessed from what it said\nkind = {}\n", quoted(k.name))),
-        None => t.push_str("# the kind could not be guessed; set it if you know it (see the README's engine table)\n"),
+        None => t.push_str("# the kind could not be guessed; set it if you know it (see docs/src/engines.md)\n"),
     }
     match ids.as_slice() {
         [one] => t.push_str(&format!("request_model = {}\n", quoted(one))),

@@ -2,6 +2,7 @@
 //! is a topic. The real-server tests (`real_server::`) measure speed: run them on their own, one at a time
 //! (`scripts/test.sh` selects them with `-E 'test(/^real_server::/)' --test-threads 1`).
 
+mod book;
 mod ci;
 mod client_fidelity;
 mod common;

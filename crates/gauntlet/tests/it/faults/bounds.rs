@@ -175,8 +175,8 @@ fn bench_memory_does_not_grow_with_its_requests() {
 
 /// The shipped binary allocates with jemalloc as src/allocator.rs sets it up (one arena, freed pages handed back after a
 /// second): under glibc's malloc a bench's resident memory grew through a whole hour against the real server with
-/// its heap flat (README, the soak). jemalloc prints the settings it runs with at exit when its environment
-/// variable asks it to (only the general part: 2 KiB).
+/// its heap flat (docs/validation/2026-12-04-memory-and-soak.md). jemalloc prints the settings it runs with at exit
+/// when its environment variable asks it to (only the general part: 2 KiB).
 #[test]
 fn the_binary_allocates_with_jemalloc_set_up_for_a_long_bench() {
     let o = gauntlet(

@@ -20,8 +20,8 @@ fn answers_with(gamma: &str) -> Vec<(&'static str, String)> {
     a
 }
 
-/// With `GAUNTLET_KEEP_PAGES=DIR`, a copy of each page the tests render lands there (the README's screenshots are
-/// taken from such copies).
+/// With `GAUNTLET_KEEP_PAGES=DIR`, a copy of each page the tests render lands there (the book's screenshots,
+/// docs/src/screenshots/, are taken from such copies).
 fn keep(page: &Path, name: &str) {
     if let Some(dir) = std::env::var_os("GAUNTLET_KEEP_PAGES") {
         let dir = PathBuf::from(dir);
