@@ -10,6 +10,10 @@
 //!                           http500 | http400 (llama.cpp's context-size refusal) | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
 //!                           answer whose chunked framing breaks after its first event) | flood (12 MiB of
 //!                           one-character token events)
+//!                           | done-in-text (a streamed answer with a token whose text is `[DONE]`, the rest 300 ms
+//!                           later) | lf-head (a stream head ended by a bare LF, its events framed with CRLF, head and
+//!                           first event in one write) | deep-timings (a non-streamed answer whose `timings` object
+//!                           nests 126 deep)
 //!                           | echo-auth (every answer quotes the request's Authorization header, streamed in
 //!                           5-byte pieces; a message with `beta` gets HTTP 500 whose body quotes it too, with
 //!                           workflow commands on lines of their own: a server that leaks a key and injects)
@@ -39,7 +43,8 @@
 //!                           a test sees the order in which several servers were asked
 //!   --proxy-to URL          be a delaying proxy to a real server at http://HOST:PORT instead (see `proxy.rs`)
 //!   --event-delay-us N      with --proxy-to: each streamed event N µs later than the last one's delay (cumulative)
-//!   --metrics-fault KIND    break `GET /metrics`: malformed | oversized (5 MiB) | hang | http404. Without it,
+//!   --metrics-fault KIND    break `GET /metrics`: malformed | oversized (5 MiB) | hang | http404 | non-finite
+//!                           (NaN, +Inf and a counter change that overflows). Without it,
 //!                           `/metrics` is Prometheus text in vLLM's names whose counters advance per chat request
 //!                           (one token per word; a prompt asked before counts as prefix-cache hits)
 //!
@@ -276,6 +281,8 @@ struct Counters {
     /// from one after another by these alone).
     arrivals: Mutex<Vec<(u32, Instant)>>,
     per_prompt: Mutex<BTreeMap<String, u32>>,
+    /// `/metrics` requests answered (`--metrics-fault non-finite` changes after the first).
+    scrapes: AtomicU32,
     /// What `/metrics` reports: chat requests, prompt and answer words, prompt words asked before.
     served: Mutex<Served>,
 }
@@ -351,6 +358,17 @@ fn metrics(stream: &mut TcpStream, c: &Config, counters: &Counters) -> std::io::
             Ok(())
         }
         Some("http404") => respond(stream, 404, "text/plain", b"not found"),
+        // Legal Prometheus that no JSON number holds: a NaN gauge, an infinite counter, a counter whose change
+        // overflows (-1e308 then 1.7e308), and the prompt-token key metric NaN from the second scrape on.
+        Some("non-finite") => {
+            let second = counters.scrapes.fetch_add(1, Ordering::SeqCst) > 0;
+            let (wide, prompt) = if second { ("1.7e308", "NaN") } else { ("-1e308", "1") };
+            let body = format!(
+                "# TYPE g gauge\ng NaN\n# TYPE c_total counter\nc_total +Inf\n# TYPE w_total counter\nw_total {wide}\n\
+                 # TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total {prompt}\n"
+            );
+            respond(stream, 200, "text/plain; version=0.0.4", body.as_bytes())
+        }
         _ => respond(stream, 200, "text/plain; version=0.0.4", counters.prometheus().as_bytes()),
     }
 }
@@ -565,6 +583,41 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
             let event = r#"data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}"#.to_owned() + "\n\n";
             write!(stream, "{head}{:x}\r\n{event}\r\nzz\r\nnot a chunk\r\n", event.len())?;
             return stream.flush();
+        }
+        Some("done-in-text") if stream_mode => {
+            write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")?;
+            for (i, w) in ["The ", "[DONE]", " is ", "text"].iter().enumerate() {
+                let chunk = json!({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]});
+                stream.write_all(format!("data: {chunk}\n\n").as_bytes())?;
+                stream.flush()?;
+                if i == 1 {
+                    // Longer than a client waits for the body's end after a real `data: [DONE]`.
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            }
+            let usage = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 10, "completion_tokens": 4}});
+            stream.write_all(format!("data: {usage}\n\ndata: [DONE]\n\n").as_bytes())?;
+            return stream.flush();
+        }
+        Some("lf-head") if stream_mode => {
+            let mut all = String::from("HTTP/1.1 200 OK\nContent-Type: text/event-stream\nConnection: close\n\n");
+            for w in ["Pa", "ri", "s!"] {
+                let chunk = json!({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]});
+                all.push_str(&format!("data: {chunk}\r\n\r\n"));
+            }
+            let usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3}});
+            all.push_str(&format!("data: {usage}\r\n\r\ndata: [DONE]\r\n\r\n"));
+            stream.write_all(all.as_bytes())?;
+            return stream.flush();
+        }
+        Some("deep-timings") if !stream_mode => {
+            let deep = (0..126).fold("1".to_owned(), |inner, _| format!("{{\"a\":{inner}}}"));
+            let body = format!(
+                "{{\"choices\":[{{\"index\":0,\"finish_reason\":\"stop\",\"message\":{{\"role\":\"assistant\",\"content\":{}}}}}],\
+                 \"usage\":{{\"prompt_tokens\":10,\"completion_tokens\":1}},\"timings\":{deep}}}",
+                json!(answer)
+            );
+            return respond(&mut stream, 200, "application/json", body.as_bytes());
         }
         Some("oversized") => {
             let mut huge = String::from("{\"choices\":[{\"message\":{\"content\":\"");

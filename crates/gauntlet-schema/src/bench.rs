@@ -20,8 +20,11 @@ use crate::words::ReceiveClock;
 /// to 6 are still read. 8: a level's `tally` (its batches' count, peak in-flight count, short batches and arrival
 /// clocks, kept as they went by: a long bench spills its batches as it does their requests) and
 /// `batches_per_sample` (past [`SAMPLES_KEPT`] samples, each is the mean of that many consecutive batches); version 7
-/// and older read with every sample one batch and the tally folded from the batches.
-pub const BENCH_VERSION: u32 = 8;
+/// and older read with every sample one batch and the tally folded from the batches. 9: a server metric that is not
+/// a finite number is kept as a marker in `server_metrics.non_finite` (never a number), and a comparison is made
+/// only from finite statistics; version 8 reads as it is. A level read with more than [`SAMPLES_KEPT`] samples a
+/// metric is merged down to that many ([`Level::bound_samples`]).
+pub const BENCH_VERSION: u32 = 9;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -256,7 +259,38 @@ impl BatchTally {
     }
 }
 
+/// Samples of one granularity made coarser by `factor`: the means of consecutive runs of `factor` (the last run
+/// possibly shorter). Two levels compared must stand for as many batches a sample: a rank test between single
+/// batches and means of eight would see their different spreads, not a change.
+pub fn coarsen(samples: &[f64], factor: u64) -> Vec<f64> {
+    let factor = usize::try_from(factor.max(1)).unwrap_or(usize::MAX);
+    if factor == 1 {
+        return samples.to_vec();
+    }
+    samples.chunks(factor).map(|c| c.iter().sum::<f64>() / c.len() as f64).collect()
+}
+
 impl Level {
+    /// Bounds a level read from a record (untrusted: gauntlet writes at most [`SAMPLES_KEPT`] samples a metric, a
+    /// hand-made or older record may hold millions, and every comparison resamples them thousands of times): past
+    /// [`SAMPLES_KEPT`], every metric's samples merge by the smallest power of two that brings the longest within
+    /// it, as a long bench merges them while it runs, and `batches_per_sample` grows by that factor. Returns the
+    /// factor (1: nothing changed).
+    pub fn bound_samples(&mut self) -> u64 {
+        let longest = self.samples.values().map(Vec::len).max().unwrap_or(0);
+        let mut factor = 1u64;
+        while longest.div_ceil(usize::try_from(factor).unwrap_or(usize::MAX)) > SAMPLES_KEPT {
+            factor *= 2;
+        }
+        if factor > 1 {
+            for v in self.samples.values_mut() {
+                *v = coarsen(v, factor);
+            }
+            self.batches_per_sample = self.batches_per_sample.max(1).saturating_mul(factor);
+        }
+        factor
+    }
+
     /// The level's tally: the one it carries, or for a record before version 8 the one its batches give.
     pub fn tally_or_fold(&self) -> BatchTally {
         self.tally.clone().unwrap_or_else(|| {

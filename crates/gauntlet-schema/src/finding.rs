@@ -89,6 +89,8 @@ pub enum FindingKind {
     KernelFault,
     /// A GPU runtime's fault line on the server's stderr.
     RuntimeFault,
+    /// A number the server sent (a `/metrics` value, or its change) is not finite: kept as a marker, left out.
+    NonFiniteValue,
     /// Any other name, kept verbatim.
     Other(String),
 }
@@ -128,6 +130,7 @@ impl FindingKind {
         FindingKind::KernelPreRun,
         FindingKind::KernelFault,
         FindingKind::RuntimeFault,
+        FindingKind::NonFiniteValue,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -164,6 +167,7 @@ impl FindingKind {
             FindingKind::KernelPreRun => "kernel-pre-run",
             FindingKind::KernelFault => "kernel-fault",
             FindingKind::RuntimeFault => "runtime-fault",
+            FindingKind::NonFiniteValue => "non-finite-value",
             FindingKind::Other(s) => s,
         }
     }
@@ -202,6 +206,7 @@ impl FindingKind {
             "kernel-pre-run" => FindingKind::KernelPreRun,
             "kernel-fault" => FindingKind::KernelFault,
             "runtime-fault" => FindingKind::RuntimeFault,
+            "non-finite-value" => FindingKind::NonFiniteValue,
             other => FindingKind::Other(other.to_owned()),
         }
     }

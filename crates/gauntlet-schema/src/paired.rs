@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::Finding;
 use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 
-/// 2: each side's `server_metrics` (its Prometheus counters around each of its sessions).
-pub const PAIRED_VERSION: u32 = 2;
+/// 2: each side's `server_metrics` (its Prometheus counters around each of its sessions). 3: a server metric that
+/// is not a finite number is kept as a marker in `server_metrics.non_finite`, never as a number.
+pub const PAIRED_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {

@@ -21,11 +21,14 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 8;
+/// Version 9: a server metric that is not a finite number (NaN, ±Inf, a change that overflows) is kept as a marker
+/// in `server_metrics.non_finite` with a `non-finite-value` finding, never as a number; raw server JSON
+/// (`answer.server_timings`, tool-call arguments) is capped in depth and size. Version 8 records read as they are.
+pub const RUN_RECORD_VERSION: u32 = 9;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

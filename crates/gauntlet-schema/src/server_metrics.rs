@@ -27,6 +27,38 @@ pub struct ServerMetrics {
     /// Series left out past the cap on kept series.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_series: u64,
+    /// Series whose value, or change, or key metric whose sum, is not a finite number (`NaN`, `+Inf`, `-Inf`: legal
+    /// Prometheus, or a change past the largest `f64`): kept here with the marker instead of in the lists above,
+    /// whose numbers are all finite (a JSON number cannot hold them). Added in run.json 9 and bench.json 9.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_finite: Vec<NonFinite>,
+}
+
+/// One value that is not a finite number, by the marker that stands for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NonFinite {
+    /// The series name (a counter, a gauge) or the key metric's common name.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Which number: `before` or `after` (a scrape's value), `delta` (a counter's change), `sum` (a key metric).
+    pub field: String,
+    /// [`marker`] of the value.
+    pub value: String,
+}
+
+/// The marker written for a number that is not finite: `NaN`, `+Inf` or `-Inf` (Prometheus' spellings); a finite
+/// number is written as it is.
+pub fn marker(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x == f64::INFINITY {
+        "+Inf".into()
+    } else if x == f64::NEG_INFINITY {
+        "-Inf".into()
+    } else {
+        x.to_string()
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

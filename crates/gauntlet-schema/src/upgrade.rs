@@ -63,7 +63,16 @@ pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, Strin
     if version < 4 {
         move_binary_digest(&mut record.identity, &mut record.runtime);
     }
+    bound_levels(&mut record.levels);
     Ok(record)
+}
+
+/// Every level of a bench record read holds at most [`crate::bench::SAMPLES_KEPT`] samples a metric
+/// ([`crate::bench::Level::bound_samples`]), whoever wrote it.
+fn bound_levels(levels: &mut [crate::bench::Level]) {
+    for l in levels {
+        l.bound_samples();
+    }
 }
 
 /// Reads `format.json` (formats 1 and 2 have the same shape): the store's format, refusing one newer than
@@ -99,5 +108,6 @@ pub fn parse_decision(text: &str) -> Result<Decision, String> {
     if bench_version < 4 {
         move_binary_digest(&mut d.performance.identity, &mut d.performance.runtime);
     }
+    bound_levels(&mut d.performance.levels);
     Ok(d)
 }

@@ -86,16 +86,8 @@ impl Samples {
     }
 }
 
-/// Samples of one granularity made coarser by `factor`: the means of consecutive runs of `factor` (the last run
-/// possibly shorter). Two levels compared must stand for as many batches a sample: a rank test between single
-/// batches and means of eight would see their different spreads, not a change.
-pub fn coarsen(samples: &[f64], factor: u64) -> Vec<f64> {
-    let factor = usize::try_from(factor.max(1)).unwrap_or(usize::MAX);
-    if factor == 1 {
-        return samples.to_vec();
-    }
-    samples.chunks(factor).map(|c| c.iter().sum::<f64>() / c.len() as f64).collect()
-}
+/// Coarsening lives with the record type: a record read is bounded with it too ([`gauntlet_schema::bench::Level`]).
+pub use gauntlet_schema::bench::coarsen;
 
 /// The factor by which each side of a comparison is coarsened: both end at the larger of their batches per sample
 /// (values read from a record are untrusted: 0 counts as 1).

@@ -204,8 +204,8 @@ pub struct Comparison {
 }
 
 /// Compares a candidate's samples with a baseline's of the same session (no between-session spread). `None` when a
-/// side has fewer than two samples or a mean of zero (no relative change exists); the caller reports that as
-/// missing evidence, never as a pass.
+/// side has fewer than two samples, a mean of zero (no relative change exists) or samples whose statistics are not
+/// finite numbers; the caller reports that as missing evidence, never as a pass.
 pub fn compare(baseline: &[f64], candidate: &[f64], better: Better, rules: &Rules) -> Option<Comparison> {
     compare_sessions(baseline, candidate, better, rules, None)
 }
@@ -250,7 +250,15 @@ pub fn compare_sessions(
     let interval = (change - widen(change - within_interval.0), change + widen(within_interval.1 - change));
     let se_within = (within_interval.1 - within_interval.0) / (2.0 * z);
     let mde = crate::bench::power::minimum_detectable_effect((se_within.powi(2) + se_between.powi(2)).sqrt());
-    let p_value = mann_whitney_p(baseline, candidate);
+    let p_value = mann_whitney_p(baseline, candidate).filter(|p| p.is_finite());
+    let mde = mde.filter(|m| m.is_finite());
+    // A statistic that is not a number (denormal or overflowing samples: a mean of 5e-324 makes every ratio
+    // infinite and the interval NaN) is no evidence: no comparison, never a call (#32). Every number a comparison
+    // holds is then finite, so the record it goes into reads back.
+    let finite = [change, interval.0, interval.1, within_interval.0, within_interval.1].iter().all(|x| x.is_finite());
+    if !finite {
+        return None;
+    }
     let significant = p_value.is_some_and(|p| p < rules.alpha);
     // "Worse" as a signed quantity: positive means the candidate is worse.
     let (worse_lo, worse_hi) = match better {

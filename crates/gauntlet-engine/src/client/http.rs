@@ -9,7 +9,7 @@ use gauntlet_schema::Answer;
 use serde_json::Value;
 
 use super::error::ClientError;
-use super::parse::{StreamAssembler, parse_completion, says_done};
+use super::parse::{DoneScanner, StreamAssembler, parse_completion};
 use super::tokens::asked_for_tokens;
 
 /// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
@@ -302,10 +302,11 @@ impl Client {
             let mut ended = false;
             if self.defer_parsing {
                 let mut held = Vec::new();
+                let mut scanner = DoneScanner::default();
                 ended = true;
                 while let Some(chunk) = chunks.next().await {
                     let (t, chunk) = self.intake(chunk, url, started, &mut first_byte, &mut received)?;
-                    let done = says_done(held.last().map(|(_, c): &(f64, _)| c), &chunk);
+                    let done = scanner.feed(&chunk);
                     held.push((t, chunk));
                     if done {
                         ended = false;

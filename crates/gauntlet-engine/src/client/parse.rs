@@ -30,7 +30,7 @@ pub fn parse_completion(v: &Value) -> Result<Answer, ClientError> {
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| ClientError::Malformed(format!("tool_calls[{i}].function.name missing")))?;
-            let arguments = f.get("arguments").cloned().unwrap_or(Value::Null);
+            let arguments = crate::util::raw::cap(f.get("arguments").cloned().unwrap_or(Value::Null));
             if !(arguments.is_string() || arguments.is_object() || arguments.is_null()) {
                 return Err(ClientError::Malformed(format!(
                     "tool_calls[{i}].function.arguments is neither a string nor an object"
@@ -129,7 +129,9 @@ fn usage(v: &Value) -> Result<Option<Usage>, ClientError> {
 
 /// llama.cpp reports `timings` at the top level; some engines nest them under `usage`.
 fn timings(v: &Value) -> Option<Value> {
-    v.get("timings").or_else(|| v.get("usage").and_then(|u| u.get("timings"))).filter(|t| t.is_object()).cloned()
+    let raw = v.get("timings").or_else(|| v.get("usage").and_then(|u| u.get("timings"))).filter(|t| t.is_object());
+    // Kept in the record as the server sent it, within the depth and size a record reads back (#32 D2).
+    raw.cloned().map(crate::util::raw::cap)
 }
 
 /// The server's timings in one shape, from wherever its engine puts them (docs/dialects.md): llama.cpp's `timings`
@@ -428,18 +430,53 @@ impl StreamAssembler {
     }
 }
 
-/// Whether `chunk` (after `previous`) holds the stream's `data: [DONE]`, even split across the two; cheap enough to
-/// run on every chunk while timestamps matter. The parser decides for real afterwards.
-pub(super) fn says_done(previous: Option<&impl AsRef<[u8]>>, chunk: &[u8]) -> bool {
-    const DONE: &[u8] = b"[DONE]";
-    if chunk.windows(DONE.len()).any(|w| w == DONE) {
-        return true;
+/// Finds the stream's end in the pieces of a body as they arrive: a line that is `data: [DONE]` and nothing else
+/// (a token whose text is `[DONE]` is not one). Cheap enough to run on every piece while timestamps matter: it keeps
+/// at most the first [`DONE_LINE_MAX`] bytes of the current line. The parser decides for real afterwards.
+#[derive(Debug, Default)]
+pub(super) struct DoneScanner {
+    line: Vec<u8>,
+    /// The current line is longer than any `data: [DONE]` line.
+    long: bool,
+}
+
+/// `data:`, spaces, `[DONE]`, a CR: longer lines are not the end.
+const DONE_LINE_MAX: usize = 32;
+
+impl DoneScanner {
+    /// Whether the stream's end is in what was fed so far: a complete `data: [DONE]` line, or a last line that is
+    /// one so far (the body may end without its line end).
+    pub(super) fn feed(&mut self, piece: &[u8]) -> bool {
+        let mut rest = piece;
+        while let Some(nl) = rest.iter().position(|b| *b == b'\n') {
+            self.take(&rest[..nl]);
+            if self.is_done() {
+                return true;
+            }
+            self.line.clear();
+            self.long = false;
+            rest = &rest[nl + 1..];
+        }
+        self.take(rest);
+        self.is_done()
     }
-    let Some(previous) = previous.map(AsRef::as_ref) else { return false };
-    let tail = &previous[previous.len().saturating_sub(DONE.len() - 1)..];
-    let head = &chunk[..chunk.len().min(DONE.len() - 1)];
-    let joined: Vec<u8> = tail.iter().chain(head).copied().collect();
-    joined.windows(DONE.len()).any(|w| w == DONE)
+
+    fn take(&mut self, bytes: &[u8]) {
+        if self.long {
+            return;
+        }
+        if self.line.len() + bytes.len() > DONE_LINE_MAX {
+            self.long = true;
+            self.line.clear();
+        } else {
+            self.line.extend_from_slice(bytes);
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
+        !self.long && line.strip_prefix(b"data:").is_some_and(|d| d.trim_ascii_start() == b"[DONE]")
+    }
 }
 
 fn preview(s: &str) -> String {
@@ -725,12 +762,22 @@ mod tests {
     }
 
     #[test]
-    fn done_is_seen_whole_or_split_across_two_chunks() {
-        let none: Option<&Vec<u8>> = None;
-        assert!(says_done(none, b"data: {}\n\ndata: [DONE]\n\n"));
-        assert!(!says_done(none, b"data: {\"choices\":[]}\n\n"));
-        assert!(says_done(Some(&b"data: {}\n\ndata: [DO".to_vec()), b"NE]\n\n"));
-        assert!(says_done(Some(&b"data: [".to_vec()), b"DONE]"));
-        assert!(!says_done(Some(&b"data: [DO".to_vec()), b"G]\n\n"));
+    fn done_is_seen_whole_or_split_across_pieces_and_only_as_a_whole_line() {
+        let seen = |pieces: &[&[u8]]| {
+            let mut s = DoneScanner::default();
+            pieces.iter().map(|p| s.feed(p)).collect::<Vec<bool>>()
+        };
+        assert_eq!(seen(&[b"data: {}\n\ndata: [DONE]\n\n"]), [true]);
+        assert_eq!(seen(&[b"data: {\"choices\":[]}\n\n"]), [false]);
+        assert_eq!(seen(&[b"data: {}\n\ndata: [DO", b"NE]\r\n\r\n"]), [false, true]);
+        assert_eq!(seen(&[b"data: [", b"DONE]"]), [false, true]);
+        assert_eq!(seen(&[b"data:[DONE]\n"]), [true]);
+        assert_eq!(seen(&[b"data: [DO", b"G]\n\n"]), [false, false]);
+        // A token whose text is `[DONE]` does not end the stream (#32 D3), whole or cut anywhere.
+        let token = b"data: {\"choices\":[{\"delta\":{\"content\":\"[DONE]\"}}]}\n\n";
+        for cut in 0..token.len() {
+            assert_eq!(seen(&[&token[..cut], &token[cut..]]), [false, false], "cut at {cut}");
+        }
+        assert_eq!(seen(&[b"data: x [DONE]\n", b"[DONE]\n"]), [false, false]);
     }
 }

@@ -19,7 +19,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 use super::error::ClientError;
-use super::parse::{StreamAssembler, says_done};
+use super::parse::{DoneScanner, StreamAssembler};
 
 /// Longest response head accepted.
 const MAX_HEAD: usize = 64 << 10;
@@ -278,13 +278,26 @@ fn preview(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
+/// Where the head in `buf` ends: (the end of its last line, the start of the body). The first empty line ends it,
+/// whatever the line ends: `\n\n`, `\n\r\n` (inside `\r\n\r\n`). Taking the first `\r\n\r\n` instead would read
+/// the first event of a body framed with CRLF as headers when the head itself ends with a bare LF.
+fn head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut from = 0;
+    while let Some(i) = buf[from..].iter().position(|b| *b == b'\n').map(|i| from + i) {
+        match &buf[i + 1..] {
+            [b'\n', ..] => return Some((i, i + 2)),
+            [b'\r', b'\n', ..] => return Some((i, i + 3)),
+            _ => from = i + 1,
+        }
+    }
+    None
+}
+
 /// Reads the response head; `Ok(None)` when the connection ended before its first byte.
 async fn read_head(r: &mut Reader<'_>) -> Result<Option<Head>, ClientError> {
     loop {
-        let end = r.buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| (i, 4));
-        let end = end.or_else(|| r.buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2)));
-        if let Some((i, n)) = end {
-            let head: Vec<u8> = r.buf.drain(..i + n).collect();
+        if let Some((i, n)) = head_end(&r.buf) {
+            let head: Vec<u8> = r.buf.drain(..n).collect();
             match parse_head(&head[..i])? {
                 Some(h) => return Ok(Some(h)),
                 None => continue,
@@ -577,6 +590,7 @@ async fn exchange(c: &Conn, url: &str, request: &[u8], sent_ns: u64, max_bytes: 
     let mut held: Vec<(f64, Vec<u8>)> = Vec::new();
     let mut received = 0usize;
     let mut done_at: Option<Instant> = None;
+    let mut scanner = DoneScanner::default();
     let failure = loop {
         match body.decode(&mut r) {
             Ok(piece) if !piece.is_empty() => {
@@ -584,7 +598,7 @@ async fn exchange(c: &Conn, url: &str, request: &[u8], sent_ns: u64, max_bytes: 
                 if received > max_bytes {
                     break Some(ClientError::TooLarge { limit: max_bytes });
                 }
-                if done_at.is_none() && says_done(held.last().map(|(_, p)| p), &piece) {
+                if scanner.feed(&piece) && done_at.is_none() {
                     done_at = Some(Instant::now());
                 }
                 held.push((since(r.at), piece));
@@ -647,6 +661,24 @@ mod tests {
         assert_eq!(split_http_url("http://"), None);
         assert_eq!(split_http_url("http://h/p?q=1"), None);
         assert!(has_port("[::1]:9") && !has_port("[::1]") && has_port("h:1") && !has_port("h"));
+    }
+
+    #[test]
+    fn a_head_ends_at_its_first_empty_line_whatever_the_line_ends() {
+        // A bare-LF head followed by CRLF-framed events: the head ends at `\n\n`, not at the first event's
+        // `\r\n\r\n` (which would read that event as headers and drop it, #32 D10).
+        let wire = b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\n\ndata: {\"a\":1}\r\n\r\ndata: [DONE]\r\n\r\n";
+        let (i, body) = head_end(wire).unwrap();
+        assert_eq!(&wire[..i], b"HTTP/1.1 200 OK\nContent-Type: text/event-stream");
+        assert!(wire[body..].starts_with(b"data: {"));
+        let crlf = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nrest";
+        let (i, body) = head_end(crlf).unwrap();
+        assert_eq!((&crlf[..i], &crlf[body..]), (&b"HTTP/1.1 200 OK\r\nContent-Length: 0\r"[..], &b"rest"[..]));
+        // LF-ended header lines, then a CRLF blank line.
+        let mixed = b"HTTP/1.1 200 OK\nA: b\n\r\nbody";
+        assert_eq!(&mixed[head_end(mixed).unwrap().1..], b"body");
+        assert_eq!(head_end(b"HTTP/1.1 200 OK\r\nA: b\r\n\r"), None);
+        assert!(parse_head(&crlf[..i]).unwrap().is_some());
     }
 
     #[test]

@@ -325,6 +325,7 @@ pub fn run_qualify(
                 data["load_seconds"] = json!(secs);
                 match rt.block_on(s.client.get_json("props", Duration::from_secs(5))) {
                     Ok(props) => {
+                        let props = crate::util::raw::cap(props);
                         let path = dir.join("server-props.json");
                         write_atomic(&path, &serde_json::to_vec_pretty(&props).expect("serializable"))
                             .map_err(|source| GateError::Out { path, source })?;

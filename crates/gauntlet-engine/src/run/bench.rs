@@ -323,8 +323,9 @@ pub fn recorded_spreads(levels: &[Level], rules: &Rules) -> Spreads {
 
 /// The bench verdict and its problems: requests that failed, concurrency the client never reached, and per
 /// metric the comparison with `baseline`'s level of the same concurrency, counting the between-session spread of
-/// `spreads` (the rules' default where it has none).
-pub(crate) fn assess(
+/// `spreads` (the rules' default where it has none). A metric whose samples give no finite statistic is not
+/// compared and the verdict is at best inconclusive.
+pub fn assess(
     levels: &mut [Level],
     workload: &Workload,
     baseline: Option<&BenchRecord>,
@@ -333,6 +334,8 @@ pub(crate) fn assess(
     spreads: &Spreads,
 ) -> (BenchVerdict, Vec<String>) {
     let mut problems = Vec::new();
+    // A metric both sides measured that could not be compared: the verdict cannot be a pass without it.
+    let mut uncomparable = false;
     for l in levels.iter_mut() {
         // A closed loop must have had the whole batch in flight; an open loop spreads it out by design.
         let tally = l.tally_or_fold();
@@ -372,7 +375,14 @@ pub(crate) fn assess(
                 .cloned()
                 .unwrap_or(stats::Between::default_of(rules, 1));
             let Some(c) = stats::compare_sessions(a, b, *better, rules, Some(between)) else {
-                problems.push(format!("concurrency {}: {name}: fewer than two samples on a side", l.concurrency));
+                let why = if a.len() < 2 || b.len() < 2 {
+                    "fewer than two samples on a side"
+                } else {
+                    // Denormal, zero or overflowing samples (a baseline is untrusted): no call can rest on them.
+                    uncomparable = true;
+                    "no finite statistic from the samples (a mean of zero, denormal or overflowing values): not compared"
+                };
+                problems.push(format!("concurrency {}: {name}: {why}", l.concurrency));
                 continue;
             };
             l.comparisons.push(comparison(name, *better, a, b, &c));
@@ -385,7 +395,7 @@ pub(crate) fn assess(
         BenchVerdict::Candidate
     } else if calls.contains(&BenchCall::Regression) {
         BenchVerdict::Regression
-    } else if calls.contains(&BenchCall::Inconclusive) || calls.is_empty() {
+    } else if calls.contains(&BenchCall::Inconclusive) || calls.is_empty() || uncomparable {
         BenchVerdict::Inconclusive
     } else if calls.contains(&BenchCall::Improvement) {
         BenchVerdict::Improvement

@@ -12,11 +12,15 @@
 //! `_sum`/`_count`, returns an error rather than panicking (its one `unwrap`, `Float::as_f64`, is not called
 //! here: values are parsed below), and survived 200 000 mutated inputs. It has had one release (0.1.0); a
 //! parse error makes the whole scrape a note, so a parser gap costs a record, never a run.
+//!
+//! `NaN`, `+Inf` and `-Inf` are legal values, and a change between two large values can overflow: no JSON number
+//! holds these, so such a series never reaches the record's numbers; it is a marker in `non_finite` and the record
+//! carries a `non-finite-value` note ([`non_finite_finding`]). Everything a record keeps here reads back.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::server_metrics::{CounterDelta, GaugeValue, KeyDelta, Scrape, ServerMetrics};
+use gauntlet_schema::server_metrics::{CounterDelta, GaugeValue, KeyDelta, NonFinite, Scrape, ServerMetrics, marker};
 use prom_text_format_parser::{ScrapeParseError, Type, ValueType};
 
 use crate::client::Client;
@@ -118,32 +122,80 @@ pub fn compare(
     };
     let (Ok(b), Ok(a)) = (before.0, after.0) else { return out };
     out.dropped_series = a.dropped.max(b.dropped);
+    // Every counter's change, finite or not, for the key metrics' sums.
+    let mut deltas: Vec<(String, f64)> = Vec::new();
     for ((name, labels), (role, value)) in a.series {
+        // A value that is not a finite number (or a change that is not) goes to `non_finite` with its marker: the
+        // lists hold only numbers that JSON holds, so the record reads back (#32).
+        let odd = |field: &str, x: f64| NonFinite {
+            name: name.clone(),
+            labels: labels.clone(),
+            field: field.into(),
+            value: marker(x),
+        };
         match role {
             Role::Counter => {
                 let old = b.series.get(&(name.clone(), labels.clone())).map(|(_, v)| *v);
                 let reset = old.is_some_and(|o| value < o);
                 let delta = if reset { value } else { value - old.unwrap_or(0.0) };
-                out.counters.push(CounterDelta { name, labels, before: old, after: value, delta, reset });
+                deltas.push((name.clone(), delta));
+                let bad: Vec<NonFinite> = [("before", old.unwrap_or(0.0)), ("after", value), ("delta", delta)]
+                    .into_iter()
+                    .filter(|(_, x)| !x.is_finite())
+                    .map(|(field, x)| odd(field, x))
+                    .collect();
+                if bad.is_empty() {
+                    out.counters.push(CounterDelta { name, labels, before: old, after: value, delta, reset });
+                } else {
+                    out.non_finite.extend(bad);
+                }
             }
-            Role::Gauge => out.gauges.push(GaugeValue { name, labels, after: value }),
+            Role::Gauge if value.is_finite() => out.gauges.push(GaugeValue { name, labels, after: value }),
+            Role::Gauge => out.non_finite.push(odd("after", value)),
         }
     }
     for common in crate::kinds::KEY_METRICS {
         for kind in crate::kinds::KINDS {
             for (_, series) in kind.key_metrics.iter().filter(|(c, _)| c == common) {
-                let matching: Vec<f64> = out.counters.iter().filter(|c| c.name == *series).map(|c| c.delta).collect();
-                if !matching.is_empty() {
-                    out.key.push(KeyDelta {
-                        name: (*common).to_owned(),
-                        series: (*series).to_owned(),
-                        delta: matching.iter().sum(),
+                let matching: Vec<f64> = deltas.iter().filter(|(n, _)| n == series).map(|(_, d)| *d).collect();
+                let sum: f64 = matching.iter().sum();
+                if !sum.is_finite() {
+                    let name = (*common).to_owned();
+                    out.non_finite.push(NonFinite {
+                        name,
+                        labels: BTreeMap::new(),
+                        field: "sum".into(),
+                        value: marker(sum),
                     });
+                } else if !matching.is_empty() {
+                    out.key.push(KeyDelta { name: (*common).to_owned(), series: (*series).to_owned(), delta: sum });
                 }
             }
         }
     }
     out
+}
+
+/// The note a record carries when some of the server's numbers were not finite (kept as markers in
+/// `server_metrics.non_finite`); None when every number was.
+pub fn non_finite_finding(m: &ServerMetrics) -> Option<gauntlet_schema::Finding> {
+    let first = m.non_finite.first()?;
+    let what = if first.labels.is_empty() {
+        format!("{} {} = {}", first.name, first.field, first.value)
+    } else {
+        let labels: Vec<String> = first.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+        format!("{}{{{}}} {} = {}", first.name, labels.join(","), first.field, first.value)
+    };
+    Some(gauntlet_schema::Finding {
+        kind: gauntlet_schema::FindingKind::NonFiniteValue,
+        severity: gauntlet_schema::Severity::Info,
+        message: format!(
+            "{} server metric value(s) not a finite number, kept as markers in server_metrics.non_finite and left \
+             out of the deltas (first: {what})",
+            m.non_finite.len()
+        ),
+        case: None,
+    })
 }
 
 /// The scrape before a run, kept until the one after it.

@@ -433,7 +433,9 @@ impl Session {
     /// [`Session::scrape_metrics_before`] (None when that did not scrape). A failed scrape is a note in the record.
     pub fn scrape_metrics_after(&mut self, rt: &tokio::runtime::Runtime) -> Option<gauntlet_schema::ServerMetrics> {
         let m = self.metrics.as_mut()?;
-        rt.block_on(m.after(&self.client))
+        let got = rt.block_on(m.after(&self.client))?;
+        self.life.findings.extend(metrics::non_finite_finding(&got));
+        Some(got)
     }
 
     /// The profile as the session speaks to the server: its `request_model` is the model readiness discovered.

@@ -309,6 +309,18 @@ impl Store {
         // Redacted before it is named: the name must be the digest of the bytes that are written.
         let bytes = crate::util::redact::bytes(bytes);
         let bytes = bytes.as_ref();
+        // A record the store's own readers cannot read back (a number written as `null`, JSON nested past the
+        // reader's limit) would make every later read of this identity fail: refused here, the store unchanged.
+        let text = std::str::from_utf8(bytes).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let reads = match head.kind {
+            Some(_) => parse_decision(text).map(drop),
+            None => parse_run_record(text).map(drop),
+        };
+        if let Err(e) = reads {
+            return Err(StoreError::Invalid(format!(
+                "refused to promote: the record would not read back ({e}); the store keeps its earlier baselines"
+            )));
+        }
         let digest = sha256_hex(bytes);
         let _lock = self.lock()?;
         if head.kind.is_some() {

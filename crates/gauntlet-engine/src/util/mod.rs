@@ -1,6 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 pub mod bounded;
+pub mod raw;
 pub mod redact;
 pub mod suggest;
 

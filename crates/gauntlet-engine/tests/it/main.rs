@@ -7,6 +7,7 @@ mod lm_eval_manifest;
 mod lossless;
 mod manifest;
 mod qualify;
+mod records_total;
 mod report;
 mod sentry;
 mod store;

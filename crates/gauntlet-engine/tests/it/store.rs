@@ -7,7 +7,7 @@ use gauntlet_engine::store::{Provenance, Store};
 use gauntlet_schema::*;
 use serde_json::json;
 
-fn record(args: &[&str], note: &str) -> RunRecord {
+pub(crate) fn record(args: &[&str], note: &str) -> RunRecord {
     let identity = gauntlet_schema::IdentityRecord::from_value(
         json!({"identity_version": 1, "recipe": {"server_arguments": args}, "binding": {"runtime": "cpu"}}),
     );
@@ -63,7 +63,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
     }
 }
 
-fn manual() -> Provenance {
+pub(crate) fn manual() -> Provenance {
     Provenance { event: "manual".into(), commit: Some("c0ffee".into()), ..Provenance::default() }
 }
 

@@ -67,7 +67,7 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
     assert_eq!(c["between_session"]["source"], "default", "{c}");
     let mde = c["mde"].as_f64().unwrap();
     assert!(mde > 0.10, "{c}");
-    assert_eq!(record["bench_version"], 8);
+    assert_eq!(record["bench_version"], 9);
     assert_eq!((code, record["verdict"].as_str()), (Some(4), Some("inconclusive")), "{stdout}");
     assert!(stdout.contains("MDE ") && stdout.contains("between-session spread ±20.0 %, default"), "{stdout}");
     let md = std::fs::read_to_string(out.join("bench.md")).unwrap();

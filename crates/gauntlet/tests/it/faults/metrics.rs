@@ -26,7 +26,7 @@ fn a_run_records_the_servers_counter_deltas() {
         (Some("/metrics"), Some(true), Some(true)),
         "{m}"
     );
-    assert_eq!(rec(&run)["schema_version"], 8);
+    assert_eq!(rec(&run)["schema_version"], 9);
     let got: Vec<Option<f64>> =
         ["requests_finished", "prompt_tokens", "generated_tokens", "prefix_cache_hits", "preemptions", "queue_seconds"]
             .iter()
@@ -57,7 +57,7 @@ fn a_bench_records_the_servers_counter_deltas() {
     let f = Fixture::new("metrics-bench").answers(vec![("", answer("word"))]).profile("metrics = \"/metrics\"");
     let (code, stdout, record, out) = bench_fixture(&f, "bench", &[]);
     assert_eq!(code, Some(0), "{stdout}");
-    assert_eq!(record["bench_version"], 8);
+    assert_eq!(record["bench_version"], 9);
     let requests = key(&record, "requests_finished").unwrap_or(0.0);
     let measured: usize = record["levels"][0]["batches"]
         .as_array()

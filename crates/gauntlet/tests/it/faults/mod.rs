@@ -22,6 +22,7 @@ mod paired;
 mod plan;
 mod process;
 mod qualify;
+mod records;
 mod skip_cache;
 mod store;
 mod stream;

@@ -81,7 +81,7 @@ fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
     let manifest = two_profiles(&f, 2, 4, "");
     let (code, text, record) = paired(&f, &manifest, "slow", "8");
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(record["paired_version"], 2);
+    assert_eq!(record["paired_version"], 3);
     assert_eq!(record["verdict"], "regression", "{text}");
     // Each side's server counted its own requests between the scrapes: at least one warm-up and one per pair (a
     // fresh connection is warmed with a request of its own), and the same on both sides: equal work.
