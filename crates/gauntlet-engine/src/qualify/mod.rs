@@ -450,7 +450,8 @@ pub fn run_qualify(
 
     // R7: the bundle judged as `gauntlet verify` will judge it, then its manifest of sha256s.
     let began = bundle.begin("R7", reporter)?;
-    let problems = verify::check(dir, false);
+    let mut problems = verify::check(dir, false);
+    problems.extend(verify::not_regular(dir));
     let files = verify::inventory(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
     let count = files.len();
     let status = if problems.is_empty() { StageStatus::Pass } else { StageStatus::Fail };

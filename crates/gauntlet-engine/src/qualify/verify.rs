@@ -478,15 +478,7 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
             Ok(_) => {}
         }
     }
-    // Evidence is regular files: a symlink, FIFO or device among them is refused, never followed.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| !t.is_file() && !t.is_dir()) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                problems.push(format!("`{}` is not a regular file (refused)", name.escape_debug()));
-            }
-        }
-    }
+    problems.extend(not_regular(dir));
     match inventory(dir) {
         Ok(present) => {
             for p in present {
@@ -498,6 +490,22 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
         Err(e) => problems.push(format!("cannot list the bundle: {e}")),
     }
     None
+}
+
+/// Evidence is regular files: a symlink (one planted as `server.log`), a FIFO or a device in the bundle is a
+/// problem, never followed. R7 and `verify` both judge it, so R7 cannot pass a bundle `verify` calls invalid.
+pub(super) fn not_regular(dir: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| !t.is_file() && !t.is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                problems.push(format!("`{}` is not a regular file (refused)", name.escape_debug()));
+            }
+        }
+    }
+    problems.sort();
+    problems
 }
 
 /// Every evidence file of the bundle with its sha256 and size, sorted by name.

@@ -144,4 +144,22 @@ fn a_symlink_planted_in_the_output_folder_is_never_written_through() {
     assert_eq!(run.code, 3, "{}", run.explain());
     assert!(run.stderr.contains("server.log") && run.stderr.contains("symbolic link"), "{}", run.explain());
     assert_no_survivors(&f.tag);
+
+    // The same planted in a qualification's --out: the link is not written through, and R7 judges the bundle as
+    // `verify` does (it passed a bundle that `verify` then called invalid).
+    let manifest = f.write_qualifiable();
+    let out = f.path().join("bundle");
+    std::fs::create_dir_all(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("server.log")).unwrap();
+    let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(60));
+    assert_no_survivors(&f.tag);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "written through the link: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("qualification.json")).unwrap()).unwrap();
+    let r7 = report["stages"].as_array().unwrap().iter().find(|s| s["id"] == "R7").unwrap();
+    assert_eq!(r7["status"], "fail", "{r7}");
+    assert!(r7["failures"].to_string().contains("`server.log` is not a regular file"), "{r7}");
+    assert_ne!(o.status.code(), Some(0), "{stderr}");
 }
