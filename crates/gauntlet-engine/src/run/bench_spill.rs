@@ -10,8 +10,9 @@
 //! The file is read back as untrusted input (it is a file on disk that anything could have changed): a regular
 //! file only, a cap on the bytes read and on each line, lines that do not parse or are out of place skipped.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use gauntlet_schema::bench::{Batch, BenchRecord, RequestRecord, Spill as SpillRecord};
@@ -84,7 +85,11 @@ impl Spill {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let file = crate::util::bounded::create_new(&path)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)?;
         Ok(Spill {
             out: Some(BufWriter::new(file)),
             cap,
@@ -249,7 +254,12 @@ pub(crate) fn write_record(record: &BenchRecord, spilled: &SpillRecord, dir: &Pa
     let path = dir.join("bench.json");
     let tmp = dir.join(format!(".bench.json.tmp-{}", std::process::id()));
     let result = (|| {
-        let file = crate::util::bounded::create(&tmp)?;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
         let mut out = BufWriter::new(file);
         let mut lines = Lines { reader: Reader::open(dir, spilled).ok(), back: None };
         let order: Vec<usize> = record.levels.iter().map(|l| l.concurrency).collect();
@@ -310,7 +320,9 @@ pub(crate) fn write_record(record: &BenchRecord, spilled: &SpillRecord, dir: &Pa
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        crate::util::bounded::sync_dir(dir);
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
         Ok(())
     })();
     if result.is_err() {

@@ -1,7 +1,6 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 pub mod bounded;
-pub mod clean;
 pub mod redact;
 pub mod suggest;
 
@@ -33,14 +32,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        // A stale temporary file of an earlier process with this pid goes; the new one is created exclusively,
-        // so a symlink planted under its name is never followed.
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = bounded::create_new(&tmp)?;
+        let mut f = std::fs::File::create(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
-        bounded::sync_dir(dir);
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
         Ok(())
     })();
     if result.is_err() {
@@ -58,14 +56,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// The sha256 of a file the manifest named (a model, a binary, a task file): by the one file rule, a symlink
-/// followed but a regular file at the end of it (never a FIFO or a device), streamed.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    bounded::sha256_named(path, bounded::MODEL_CAP).map(|(sha, _)| sha).map_err(|e| match e {
-        bounded::ReadError::Io(e) => e,
-        bounded::ReadError::NotFound => std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
-        other => std::io::Error::other(format!("`{}` {other}", path.display())),
-    })
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut f, &mut h)?;
+    Ok(hex(&h.finalize()))
 }
 
 /// sha256 of a file, remembered under `home/digests/` by (path, device, inode, size, mtime): an unchanged file is
@@ -124,7 +119,7 @@ pub fn sha256_file_memo(path: &Path, home: &Path) -> std::io::Result<String> {
         .as_bytes(),
     );
     let memo = home.join("digests").join(&key);
-    if let Ok(text) = bounded::read_text(&memo, bounded::SMALL_CAP) {
+    if let Ok(text) = std::fs::read_to_string(&memo) {
         let text = text.trim();
         if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(text.to_owned());
