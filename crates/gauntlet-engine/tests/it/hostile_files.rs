@@ -283,3 +283,79 @@ fn merge_reads_shards_bounded_and_escapes_their_text() {
     assert_eq!(headings, 1, "only gauntlet's own heading:\n{md}");
     assert!(!md.lines().any(|l| l.trim_start().starts_with("::")), "{md}");
 }
+
+/// Issue 32 D7: a bundle whose R2 ran lm-eval. `variant` plants the hostile file; the task name comes from the
+/// bundle's snapshot.
+fn lm_eval_bundle(dir: &Path, task: &str) -> PathBuf {
+    let b = bundle(
+        dir,
+        |q| {
+            q["quality"]["set"] =
+                json!({"kind": "lm-eval", "tasks": [task], "limit": null, "include_path": null, "metric": "acc,none"})
+        },
+        &[("R2", "r2-quality.json")],
+    );
+    stage_file(
+        &b,
+        "r2-quality.json",
+        "R2",
+        json!({"accuracy": 1.0, "lm_eval": {"exit_ok": true, "results": "r2-lm-eval-results.json",
+            "scores": [{"task": task, "metric": "acc,none", "value": 1.0}]}}),
+    );
+    b
+}
+
+/// D7: lm-eval's results and samples files are read by the one file rule: a FIFO is refused at once (it hung
+/// `verify` and `baseline promote`), a symlink to `/dev/zero` is refused (it was read), and a task name with
+/// `/../` from the bundle's snapshot is refused instead of naming a samples file outside the bundle.
+#[test]
+fn verify_reads_lm_eval_files_by_the_one_file_rule() {
+    let results = json!({"results": {"t": {"acc,none": 1.0}}}).to_string();
+    let samples = "{\"filter\": \"none\", \"acc\": 1}\n";
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = lm_eval_bundle(dir.path(), "t");
+    mkfifo(&b.join("r2-lm-eval-results.json"));
+    let problems = within(Duration::from_secs(10), move || gauntlet_engine::qualify::verify_bundle(&b));
+    assert!(
+        problems.iter().any(|p| p.contains("r2-lm-eval-results.json: unreadable: is a FIFO, not a regular file")),
+        "{problems:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = lm_eval_bundle(dir.path(), "t");
+    std::fs::write(b.join("r2-lm-eval-results.json"), &results).unwrap();
+    mkfifo(&b.join("r2-lm-eval-samples-t.jsonl"));
+    let problems = within(Duration::from_secs(10), move || gauntlet_engine::qualify::verify_bundle(&b));
+    assert!(
+        problems.iter().any(|p| p.contains("r2-lm-eval-samples-t.jsonl: cannot score the samples again: is a FIFO")),
+        "{problems:?}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = lm_eval_bundle(dir.path(), "t");
+    std::fs::write(b.join("r2-lm-eval-results.json"), &results).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", b.join("r2-lm-eval-samples-t.jsonl")).unwrap();
+    let problems = within(Duration::from_secs(10), move || gauntlet_engine::qualify::verify_bundle(&b));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("r2-lm-eval-samples-t.jsonl: cannot score the samples again: is a symbolic link")),
+        "{problems:?}"
+    );
+
+    // The escape: the samples file of task `/../../outside` would be `r2-lm-eval-samples-/../../outside.jsonl`,
+    // a file beside the bundle that says whatever its writer wants.
+    let dir = tempfile::tempdir().unwrap();
+    let task = "/../../outside";
+    let b = lm_eval_bundle(dir.path(), task);
+    std::fs::create_dir_all(b.join("r2-lm-eval-samples-")).unwrap();
+    std::fs::write(dir.path().join("outside.jsonl"), samples).unwrap();
+    std::fs::write(b.join("r2-lm-eval-results.json"), json!({"results": {task: {"acc,none": 1.0}}}).to_string())
+        .unwrap();
+    let problems = within(Duration::from_secs(10), move || gauntlet_engine::qualify::verify_bundle(&b));
+    assert!(
+        problems.iter().any(|p| p.contains("`/../../outside` is not an lm-eval task name (refused")),
+        "{problems:?}"
+    );
+}

@@ -71,9 +71,13 @@ fn lm_eval_quality_refuses_typos_escapes_and_keys_that_mean_nothing_with_it() {
     // Names that would split or become flags on lm-eval's command line; counts that are not counts.
     let ps = problems(r, "{ lm_eval = { tasks = [\"a,b\", \"--x\", 3], limit = 0, metric = \"acc =1\" } }");
     has(&ps, &format!("{at}.tasks[2]: expected a string, found an integer"));
-    let ps = problems(r, "{ lm_eval = { tasks = [\"a,b\", \"--x\"], limit = 0, metric = \"acc =1\" } }");
-    has(&ps, &format!("{at}.tasks[0]: `a,b` is not a task name (letters, digits, `_`, `-`, `.`)"));
-    has(&ps, &format!("{at}.tasks[1]: `--x` is not a task name (letters, digits, `_`, `-`, `.`)"));
+    // `..` (issue 32 D7): a task name also names the bundle's samples file.
+    let ps =
+        problems(r, "{ lm_eval = { tasks = [\"a,b\", \"--x\", \"..\", \"a/b\"], limit = 0, metric = \"acc =1\" } }");
+    has(&ps, &format!("{at}.tasks[0]: `a,b` is not a task name (letters, digits, `_`, `-`, `.`, no `..`)"));
+    has(&ps, &format!("{at}.tasks[1]: `--x` is not a task name (letters, digits, `_`, `-`, `.`, no `..`)"));
+    has(&ps, &format!("{at}.tasks[2]: `..` is not a task name (letters, digits, `_`, `-`, `.`, no `..`)"));
+    has(&ps, &format!("{at}.tasks[3]: `a/b` is not a task name (letters, digits, `_`, `-`, `.`, no `..`)"));
     has(&ps, &format!("{at}.limit: 0 is out of range 1..=1000000"));
     has(&ps, &format!("{at}.metric: `acc =1` is not a results key such as `exact_match,none`"));
     let ps = problems(r, "{ lm_eval = { tasks = [] , limit = true } }");

@@ -2,6 +2,7 @@
 //! is a topic; `fixtures/` holds their inputs and `snapshots/` their insta snapshots (named `it__<module>__<name>`).
 
 mod bench;
+mod file_rule;
 mod hostile_files;
 mod lm_eval_manifest;
 mod lossless;

@@ -360,3 +360,46 @@ fn html_report_escapes_every_server_text_and_marks_the_divergence() {
     assert!(alone.contains("no promoted baseline of this identity"));
     assert!(!alone.contains("<title>decode speed"));
 }
+
+/// Issue 32 D13/D14: server text with ESC/BEL, a line-leading `::add-mask::` and bidi overrides (U+202E, U+2066)
+/// reaches report.md, the annotations, the HTML and JUnit reports and qualification.md only cleaned: no control
+/// character but line breaks and tabs, no bidi control, and no line a CI runner would read as a workflow command
+/// except gauntlet's own annotations.
+#[test]
+fn server_text_reaches_every_writer_cleaned_of_controls_bidi_and_commands() {
+    let hostile = "\u{1b}[31mRED\u{1b}[0m \u{1b}]0;title\u{7} \u{202e}evil\u{2066} \u{85}x";
+    let (mut run, _) = record();
+    run.server.log_tail = vec![
+        hostile.to_owned(),
+        "::add-mask::abc".to_owned(),
+        "  ::stop-commands::tok".to_owned(),
+        "x ##[error]y".to_owned(),
+    ];
+    run.findings.push(Finding {
+        kind: "server-changed".into(),
+        severity: Severity::Warn,
+        message: format!("header {hostile}"),
+        case: Some(format!("c{hostile}")),
+    });
+    let bad = |c: char| {
+        (c.is_control() && !matches!(c, '\n' | '\t'))
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    let md = report::markdown(&run, None);
+    let annotations = report::github_annotations(&run);
+    let html = report::html(&run, None, &[]);
+    let junit = report::junit(&run);
+    for (what, text) in [("report.md", &md), ("annotations", &annotations), ("html", &html), ("junit", &junit)] {
+        if let Some(c) = text.chars().find(|c| bad(*c)) {
+            panic!("{what} holds U+{:04X}:\n{text}", c as u32);
+        }
+    }
+    for line in md.lines() {
+        assert!(!line.trim_start().starts_with("::") && !line.contains("##["), "report.md: {line:?}\n{md}");
+    }
+    assert!(md.contains("\\u001b[31mRED") && md.contains("\\u202eevil"), "shown, escaped:\n{md}");
+    for line in annotations.lines() {
+        assert!(line.starts_with("::warning title=") || line.starts_with("::error title="), "{line:?}");
+    }
+}

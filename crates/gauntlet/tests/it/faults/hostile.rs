@@ -90,3 +90,76 @@ fn records_named_on_the_command_line_must_be_regular_files() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+fn mkfifo_at(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    unsafe extern "C" {
+        fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
+    }
+    // SAFETY: mkfifo on a valid NUL-terminated path.
+    assert_eq!(unsafe { mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// Issue 32 D8: `report RUN` and `plan --changed-files F` read what they are named by the one file rule: a FIFO
+/// given to `report` and `/dev/zero` are refused at once (exit 2, named), never waited on or read without end; a
+/// FIFO given to `plan` (a list from `<(git diff …)`) is a pipe read within its deadline, one nobody writes to an
+/// empty list.
+#[test]
+fn report_and_plan_refuse_fifos_and_devices_instead_of_hanging_or_growing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("run.json");
+    mkfifo_at(&fifo);
+    let fifo = fifo.to_str().unwrap();
+    let manifest = dir.path().join("m.toml");
+    std::fs::write(&manifest, "version = 1\n[profiles.a]\nbase_url = \"http://127.0.0.1:1\"\n").unwrap();
+    let m = manifest.to_str().unwrap();
+    for (args, want) in [
+        (vec!["report", fifo], "is a FIFO, not a regular file"),
+        (vec!["report", "/dev/zero"], "is a device, not a regular file"),
+        (vec!["plan", "--changed-files", "/dev/zero", "--manifest", m], "is a device"),
+    ] {
+        let out = gauntlet(&args, &[], Duration::from_secs(15));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    let out = gauntlet(&["plan", "--changed-files", fifo, "--manifest", m], &[], Duration::from_secs(15));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 32 D9: a symlink planted in `--out` under the name of a file gauntlet creates (`server.log`) is refused,
+/// never written through: the file it points to keeps its bytes, and the run says why (infrastructure, exit 3).
+#[test]
+fn a_symlink_planted_in_the_output_folder_is_never_written_through() {
+    let f = Fixture::new("planted-log");
+    let manifest = f.write();
+    let out = f.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let victim = f.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("server.log")).unwrap();
+    let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let run = finish(gauntlet(&args, &[], Duration::from_secs(60)), &out);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "written through the link: {}", run.explain());
+    assert_eq!(run.code, 3, "{}", run.explain());
+    assert!(run.stderr.contains("server.log") && run.stderr.contains("symbolic link"), "{}", run.explain());
+    assert_no_survivors(&f.tag);
+
+    // The same planted in a qualification's --out: the link is not written through, and R7 judges the bundle as
+    // `verify` does (it passed a bundle that `verify` then called invalid).
+    let manifest = f.write_qualifiable();
+    let out = f.path().join("bundle");
+    std::fs::create_dir_all(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("server.log")).unwrap();
+    let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(60));
+    assert_no_survivors(&f.tag);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "written through the link: {stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("qualification.json")).unwrap()).unwrap();
+    let r7 = report["stages"].as_array().unwrap().iter().find(|s| s["id"] == "R7").unwrap();
+    assert_eq!(r7["status"], "fail", "{r7}");
+    assert!(r7["failures"].to_string().contains("`server.log` is not a regular file"), "{r7}");
+    assert_ne!(o.status.code(), Some(0), "{stderr}");
+}
