@@ -24,7 +24,7 @@ pub enum Status {
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
     /// What was looked at: `kernel log`, `device`, `gpu holders`, `host lock`, `server binary`, `model`, `port`,
-    /// `server`, `store`.
+    /// `supervision`, `server`, `store`.
     pub subject: &'static str,
     pub status: Status,
     pub detail: String,
@@ -82,11 +82,29 @@ pub fn examine(profile: &Profile, home: &Path, store_dir: &Path, hints: &Hints) 
             checks.push(binary(&s.binary, home, hints));
             checks.push(model(&s.model, home, hints));
             checks.push(port(&s.host, s.port));
+            checks.push(supervision());
         }
         Target::Attach(a) => checks.push(reachable(&a.base_url)),
     }
     checks.push(store(store_dir));
     Examination { profile: profile.name.clone(), device: profile.device.label(), checks, runtime }
+}
+
+/// Whether a spawned server gets a cgroup of its own (`crate::server`): without one, a process that clears its
+/// environment and leaves its group is still found while gauntlet lives, but not after a SIGKILL of gauntlet.
+fn supervision() -> Check {
+    match crate::server::cgroup_availability() {
+        Ok(group) => Check::ok("supervision", format!("each spawn gets its own cgroup, beside {group}")),
+        Err(why) => Check::warn(
+            "supervision",
+            format!(
+                "no cgroup for spawns ({why}); leftovers are found through the process group, the environment \
+                     marker and gauntlet as child subreaper"
+            ),
+            "give gauntlet a writable cgroup (v2, or v1 `pids`) of its own, e.g. a delegated systemd scope, so that \
+             a SIGKILL of gauntlet cannot leave a server's detached processes running",
+        ),
+    }
 }
 
 const KMSG_FIX: &str = "run as root or give gauntlet CAP_SYSLOG (in a container: `--cap-add SYSLOG --device /dev/kmsg`); \

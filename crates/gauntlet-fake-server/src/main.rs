@@ -25,6 +25,8 @@
 //!   --leak-child            start a child in our process group that outlives us
 //!   --escape-child          start a child that leaves our process group and session (setsid) and double-forks,
 //!                           so that a sleeper outside the group, re-parented away from us, outlives us
+//!   --escape-clean          start a child that clears its environment and leaves our session (`env -i setsid`),
+//!                           and leave it running: no marker, no group of ours, still our child until we exit
 //!   --prefix PATH           serve under this path prefix only (everything else is 404)
 //!   --tag TEXT              ignored; lets a test find every process of its run in /proc
 //!   --lifetime-s N          exit by itself after N seconds (default 300): a fake never outlives a test run
@@ -80,6 +82,8 @@ struct Config {
     ignore_sigterm: bool,
     leak_child: bool,
     escape_child: bool,
+    /// Start a child that clears its environment and leaves the session (`env -i setsid …`), and leave it running.
+    escape_clean: bool,
     lifetime_s: u64,
     sleeper: bool,
     escaper: bool,
@@ -152,6 +156,7 @@ fn parse_args() -> Config {
             "--ignore-sigterm" => c.ignore_sigterm = true,
             "--leak-child" => c.leak_child = true,
             "--escape-child" => c.escape_child = true,
+            "--escape-clean" => c.escape_clean = true,
             "--sleeper" => c.sleeper = true,
             "--escaper" => c.escaper = true,
             // Server arguments a profile may pass through (-c 4096 …) are accepted and ignored.
@@ -210,6 +215,24 @@ fn main() {
             .arg(lifetime.to_string())
             .spawn()
             .unwrap_or_else(|e| die(&format!("spawn child: {e}")));
+    }
+    if c.escape_clean {
+        use std::os::unix::process::CommandExt as _;
+        let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+        let tag: Vec<String> = std::env::args().skip_while(|a| a != "--tag").take(2).collect();
+        let mut cmd = std::process::Command::new(me);
+        cmd.arg("--sleeper").args(&tag).arg("--lifetime-s").arg(lifetime.to_string()).env_clear();
+        // SAFETY: setsid is async-signal-safe and has no memory-safety preconditions (a fresh child is no group
+        // leader, so it succeeds).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        // Left running on purpose: no marker, no group, no session of the server's; gauntlet must still find it.
+        #[expect(clippy::zombie_processes, reason = "the escaped child is the injected fault")]
+        let _child = cmd.spawn().unwrap_or_else(|e| die(&format!("spawn clean escapee: {e}")));
     }
     if c.escape_child {
         let me = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));

@@ -20,6 +20,9 @@ use exit::Exit;
 fn main() -> ExitCode {
     // Tokens in gauntlet's own environment (CI tokens, keys) are redacted from everything it writes or prints.
     gauntlet_engine::util::redact::register_environment();
+    // SIGINT, SIGTERM and SIGHUP end every command through one handler: it stops the server groups gauntlet
+    // started and lets atomic writes in flight finish, so that an interrupted command leaves no temporary file.
+    gauntlet_engine::server::install_signal_forwarding();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args),

@@ -100,6 +100,9 @@ pub fn run(spec: &BuildSpec, binary: &Path, out_dir: &Path) -> Result<BuildOutco
     std::fs::create_dir_all(out_dir).map_err(|e| start_err(format!("{}: {e}", out_dir.display())))?;
     let log_path = out_dir.join("build.log");
     let environment = environment(spec);
+    // The environment as the state file holds it: its secrets redacted, as every written file's are.
+    let recorded: BTreeMap<String, String> =
+        environment.iter().map(|(k, v)| (k.clone(), crate::util::redact::text(v).into_owned())).collect();
     let digest = source_digest(spec)?;
     let mut record = BuildRecord {
         server: spec.server.clone(),
@@ -116,7 +119,7 @@ pub fn run(spec: &BuildSpec, binary: &Path, out_dir: &Path) -> Result<BuildOutco
     if digest.is_some()
         && let Some(state) = read_state(&spec.dir)
         && state.commands == spec.commands
-        && state.environment == environment
+        && state.environment == recorded
         && state.source_digest == digest
         && state.binary_sha256.is_some()
         && state.binary_sha256 == binary_sha()
@@ -159,8 +162,12 @@ pub fn run(spec: &BuildSpec, binary: &Path, out_dir: &Path) -> Result<BuildOutco
         }
     }
     record.seconds = started.elapsed().as_secs_f64();
-    let state =
-        State { commands: spec.commands.clone(), environment, source_digest: digest, binary_sha256: binary_sha() };
+    let state = State {
+        commands: spec.commands.clone(),
+        environment: recorded,
+        source_digest: digest,
+        binary_sha256: binary_sha(),
+    };
     if let Ok(bytes) = serde_json::to_vec_pretty(&state) {
         // A state that cannot be written only costs a rebuild next time.
         let _ = crate::util::write_atomic(&spec.dir.join(STATE_FILE), &bytes);

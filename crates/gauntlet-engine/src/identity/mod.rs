@@ -157,8 +157,11 @@ pub fn compose(profile: &Profile, home: &Path, facts: Facts) -> Result<Identity,
                     "model": model,
                     "draft": Value::Null,
                     "server": server,
-                    "server_arguments": s.arguments,
-                    "environment": s.environment,
+                    // Secrets are neither identity nor recorded: a secret variable's value is the mark (rotating a
+                    // token keeps the identity), and a registered secret inside an argument is redacted before
+                    // the digest, so the stored record is the one the digest was computed over.
+                    "server_arguments": s.arguments.iter().map(|a| crate::util::redact::text(a).into_owned()).collect::<Vec<_>>(),
+                    "environment": crate::util::redact::environment_for_record(&s.environment, &s.secret_environment),
                     "features": features,
                     "request_model": profile.request_model,
                     "endpoint": "chat",

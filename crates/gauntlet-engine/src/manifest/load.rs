@@ -118,6 +118,9 @@ pub struct SpawnSpec {
     pub port_flag: String,
     pub arguments: Vec<String>,
     pub environment: BTreeMap<String, String>,
+    /// Variables the manifest marks secret (`secret_environment` of the server and the profile) besides those
+    /// secret by name (`crate::util::redact::is_secret_name`): their values are redacted wherever gauntlet writes.
+    pub secret_environment: Vec<String>,
     /// `[servers.NAME.build]`: gauntlet builds the binary before it starts it.
     pub build: Option<super::BuildSpec>,
     /// The profile's `device`: a GPU binding makes only that device visible to the server (see
@@ -346,8 +349,20 @@ struct ServerDef {
     port_flag: String,
     health_path: String,
     environment: BTreeMap<String, String>,
+    secret_environment: Vec<String>,
     build: Option<super::BuildSpec>,
     missing: Vec<String>,
+}
+
+/// `secret_environment = ["NAME", …]`: names of variables whose values are secrets (each a variable name).
+fn secret_environment(p: &mut Problems, r: &Reader) -> Vec<String> {
+    let names = r.string_array(p, "secret_environment").unwrap_or_default();
+    for (i, name) in names.iter().enumerate() {
+        if name.is_empty() || name.contains('=') || name.chars().any(char::is_control) {
+            p.error(&format!("{}[{i}]", r.at("secret_environment")), "must be an environment variable name");
+        }
+    }
+    names
 }
 
 fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, (ModelSpec, Vec<String>)> {
@@ -445,6 +460,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                 "port_flag",
                 "health_path",
                 "environment",
+                "secret_environment",
                 "build",
             ],
         );
@@ -500,6 +516,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             p.error(&r.at("health_path"), "must start with /");
         }
         let environment = r.environment(p, "environment").unwrap_or_default();
+        let secret_environment = secret_environment(p, &r);
         let build = r.table_of(p, "build").and_then(|bt| {
             let mut resolve = |p: &mut Problems, at: &str, v: &str| inside_root(p, at, root, v);
             super::build::read_build(p, name, bt, &r.at("build"), &mut resolve)
@@ -508,14 +525,9 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             // A server gauntlet builds may not exist yet: its build step makes it (and says so when it does not).
             let missing = match &build {
                 Some(_) => Vec::new(),
-                None if binary.components().count() == 1 && !r.has("binary") => match on_path(&binary) {
-                    Some(_) => Vec::new(),
-                    None => vec![format!(
-                        "{}: the kind's program `{}` is not on PATH (set `binary`)",
-                        r.at("kind"),
-                        binary.display()
-                    )],
-                },
+                // A kind's program is looked up on the PATH the server gets, which a profile's environment may
+                // set: each profile resolves it (`resolve_program`).
+                None if is_bare(&binary) => Vec::new(),
                 None => executable_problem(&binary).map(|m| format!("{}: {m}", r.at("binary"))).into_iter().collect(),
             };
             out.insert(
@@ -530,6 +542,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                     port_flag,
                     health_path,
                     environment,
+                    secret_environment,
                     build,
                     missing,
                 },
@@ -561,6 +574,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "port",
             "server_arguments",
             "environment",
+            "secret_environment",
             "base_url",
             "api_key_env",
             "ca_file",
@@ -594,9 +608,18 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     let mut missing = Vec::new();
     let target = if attach {
         // Options that only mean something for a server gauntlet starts are refused rather than ignored.
-        for key in
-            ["model", "server", "host", "port", "server_arguments", "environment", "stop_grace", "parallel", "context"]
-        {
+        for key in [
+            "model",
+            "server",
+            "host",
+            "port",
+            "server_arguments",
+            "environment",
+            "secret_environment",
+            "stop_grace",
+            "parallel",
+            "context",
+        ] {
             if r.has(key) {
                 p.error(&r.at(key), "has no effect with `base_url` (gauntlet does not start an attached server)");
             }
@@ -663,6 +686,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         };
         let arguments = r.string_array(p, "server_arguments").unwrap_or_default();
         let mut environment = r.environment(p, "environment").unwrap_or_default();
+        let mut secrets = secret_environment(p, &r);
         let parallel = r.integer(p, "parallel", 1, 65536).map(|n| n as u32);
         let context = r.integer(p, "context", 1, 1 << 24).map(|n| n as u32);
         if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
@@ -671,9 +695,33 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             missing.extend(def.missing.iter().cloned());
             let mut env = def.environment.clone();
             env.append(&mut environment);
+            // One resolution of a kind's program, on the PATH the server is spawned with: the program spawn runs
+            // is the one the identity hashes and R0 checks.
+            let mut binary = def.binary.clone();
+            if def.build.is_none() && is_bare(&binary) {
+                match resolve_program(&binary, &env) {
+                    Some(found) => binary = found,
+                    None => missing.push(format!(
+                        "{}: the kind's program `{}` is not on the PATH the server gets{} (set `binary`)",
+                        format!("{}.kind", join("servers", &server_name)),
+                        binary.display(),
+                        if env.contains_key("PATH") { " (its `environment` sets PATH)" } else { "" }
+                    )),
+                }
+            }
+            let mut marked = def.secret_environment.clone();
+            marked.append(&mut secrets);
+            marked.sort();
+            marked.dedup();
+            // From here on these values are secrets of the process: redacted wherever text leaves it (records,
+            // reports, logs, the argv echoed in a record).
+            crate::util::redact::register_variables(&env, &marked);
+            if let Some(b) = &def.build {
+                crate::util::redact::register_variables(&b.environment, &marked);
+            }
             Some(Target::Spawn(Box::new(SpawnSpec {
                 server_name,
-                binary: def.binary.clone(),
+                binary,
                 kind: def.kind,
                 template: def.template.as_ref().map(|t| match (def.kind, model.hub.is_none() && !model.is_dir) {
                     // A kind's own template for a file model, where it has one (mistral.rs: -m DIR -f FILE).
@@ -692,6 +740,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
                 port_flag: def.port_flag.clone(),
                 arguments,
                 environment: env,
+                secret_environment: marked,
                 build: def.build.clone(),
                 device: Device::Cpu,
             })))
@@ -1083,8 +1132,18 @@ fn unknown_kind(k: &str) -> String {
 }
 
 /// `program` found on PATH (a kind's default program).
-fn on_path(program: &Path) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
+/// A program named without a directory (a kind's program): found on a PATH, not at a path.
+fn is_bare(program: &Path) -> bool {
+    program.is_relative() && program.components().count() == 1
+}
+
+/// The program a bare name stands for: the first executable of that name on the PATH the server will be spawned
+/// with (its `environment`'s PATH where it sets one, else gauntlet's, which the spawn passes on).
+pub(crate) fn resolve_program(program: &Path, environment: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let path = match environment.get("PATH") {
+        Some(p) => std::ffi::OsString::from(p),
+        None => std::env::var_os("PATH")?,
+    };
     std::env::split_paths(&path).map(|d| d.join(program)).find(|f| executable_problem(f).is_none())
 }
 

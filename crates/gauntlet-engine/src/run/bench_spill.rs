@@ -253,6 +253,8 @@ pub(crate) fn each_request(dir: &Path, spilled: &SpillRecord, concurrency: usize
 pub(crate) fn write_record(record: &BenchRecord, spilled: &SpillRecord, dir: &Path) -> io::Result<()> {
     let path = dir.join("bench.json");
     let tmp = dir.join(format!(".bench.json.tmp-{}", std::process::id()));
+    // An interrupt waits for this write to end (renamed or removed): no temporary file is left behind.
+    let _writing = crate::util::writing();
     let result = (|| {
         let file = OpenOptions::new()
             .write(true)

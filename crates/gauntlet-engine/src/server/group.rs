@@ -3,7 +3,8 @@
 //! only waits are non-blocking reaps of children that are already dead.
 
 use std::io::Read as _;
-use std::sync::Once;
+use std::process::{Child, Command};
+use std::sync::{Mutex, MutexGuard, Once};
 
 /// The environment variable that marks every process of one supervised group, descendants included: a process
 /// that leaves the group (setsid, setpgid, a double fork) keeps its environment, so it can still be found. Its
@@ -58,8 +59,17 @@ pub(crate) fn reap(pids: &[i32]) {
     }
 }
 
-/// Pid, state and process group of every process in /proc (the state and group from `/proc/PID/stat`).
-fn processes() -> Vec<(i32, char, i32)> {
+/// One process as /proc shows it: pid, state, parent and process group (from `/proc/PID/stat`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Proc {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+}
+
+/// Every process in /proc.
+fn processes() -> Vec<Proc> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -76,17 +86,19 @@ fn processes() -> Vec<(i32, char, i32)> {
             continue;
         };
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let (Some(state), Some(Ok(pgrp))) = (fields.first(), fields.get(2).map(|g| g.parse::<i32>())) else {
+        let (Some(state), Some(Ok(ppid)), Some(Ok(pgrp))) =
+            (fields.first(), fields.get(1).map(|g| g.parse::<i32>()), fields.get(2).map(|g| g.parse::<i32>()))
+        else {
             continue;
         };
-        out.push((pid, state.chars().next().unwrap_or('?'), pgrp));
+        out.push(Proc { pid, state: state.chars().next().unwrap_or('?'), ppid, pgrp });
     }
     out
 }
 
 /// Live (non-zombie) processes whose process group is `pgid`, from /proc.
 pub fn group_members(pgid: i32) -> Vec<i32> {
-    processes().into_iter().filter(|(_, state, pgrp)| *state != 'Z' && *pgrp == pgid).map(|(pid, ..)| pid).collect()
+    processes().into_iter().filter(|p| p.state != 'Z' && p.pgrp == pgid).map(|p| p.pid).collect()
 }
 
 /// Live processes outside the group `pgid` whose environment carries `MARKER_VAR=marker`: descendants of the
@@ -96,9 +108,9 @@ pub(crate) fn escaped_members(marker: &str, pgid: i32) -> Vec<i32> {
     let own = std::process::id() as i32;
     processes()
         .into_iter()
-        .filter(|(pid, state, pgrp)| *state != 'Z' && *pgrp != pgid && *pid != own)
-        .filter(|(pid, ..)| carries(*pid, needle.as_bytes()))
-        .map(|(pid, ..)| pid)
+        .filter(|p| p.state != 'Z' && p.pgrp != pgid && p.pid != own)
+        .filter(|p| carries(p.pid, needle.as_bytes()))
+        .map(|p| p.pid)
         .collect()
 }
 
@@ -114,4 +126,113 @@ fn carries(pid: i32, needle: &[u8]) -> bool {
         return false;
     }
     env.split(|b| *b == 0).any(|entry| entry == needle)
+}
+
+/// The children gauntlet starts itself and waits for (helper commands such as git while they run, the watchdog):
+/// every other child of gauntlet is a process some spawn left behind, re-parented to gauntlet as child subreaper
+/// ([`adopted`]).
+static EXPECTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn expected_lock() -> MutexGuard<'static, Vec<i32>> {
+    EXPECTED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A child gauntlet expects while this lives (see [`spawn_expected`]).
+#[derive(Debug)]
+pub struct ExpectedChild(i32);
+
+impl Drop for ExpectedChild {
+    fn drop(&mut self) {
+        expected_lock().retain(|p| *p != self.0);
+    }
+}
+
+/// Spawns `cmd` as a child gauntlet expects (and will wait for itself): until the guard is dropped, the sweep of
+/// [`adopted`] never counts it. Registered under the same lock the sweep takes, so no sweep sees it unregistered.
+pub fn spawn_expected(cmd: &mut Command) -> std::io::Result<(Child, ExpectedChild)> {
+    let mut expected = expected_lock();
+    let child = cmd.spawn()?;
+    let pid = child.id() as i32;
+    expected.push(pid);
+    Ok((child, ExpectedChild(pid)))
+}
+
+/// Marks `pid` as expected for the rest of the process (the watchdog).
+pub(crate) fn expect_forever(pid: i32) {
+    expected_lock().push(pid);
+}
+
+/// The processes a spawn left behind that gauntlet, as child subreaper, inherited: every live child of gauntlet
+/// that is neither expected ([`spawn_expected`], the watchdog) nor the leader of a group in `live`, and every
+/// descendant of those. Zombies among such children are reaped. A process that cleared its environment and left
+/// its group and session is still found here: only gauntlet's death takes it out of gauntlet's tree.
+pub(crate) fn adopted(live: &[i32]) -> Vec<i32> {
+    let expected = expected_lock();
+    let own = std::process::id() as i32;
+    let all = processes();
+    let mut out: Vec<i32> = Vec::new();
+    for p in all.iter().filter(|p| p.ppid == own && !expected.contains(&p.pid) && !live.contains(&p.pid)) {
+        if p.state == 'Z' {
+            reap(&[p.pid]);
+        } else {
+            out.push(p.pid);
+        }
+    }
+    // Their descendants: killing only the top would hand its children to gauntlet one generation at a time.
+    let mut i = 0;
+    while i < out.len() {
+        let parent = out[i];
+        for p in all.iter().filter(|p| p.ppid == parent && p.state != 'Z') {
+            if !out.contains(&p.pid) {
+                out.push(p.pid);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `pid`'s command line for a finding: arguments joined by spaces, control characters escaped, at most 200
+/// characters, and every registered secret redacted; its name in brackets when it has no command line (a kernel
+/// thread, a zombie), `?` when it is gone.
+pub(crate) fn command_line(pid: i32) -> String {
+    const CAP: u64 = 4096;
+    let mut raw = Vec::new();
+    if let Ok(f) = std::fs::File::open(format!("/proc/{pid}/cmdline")) {
+        let _ = f.take(CAP).read_to_end(&mut raw);
+    }
+    let text = if raw.iter().any(|b| *b != 0) {
+        let trimmed: &[u8] = raw.strip_suffix(&[0]).unwrap_or(&raw);
+        String::from_utf8_lossy(trimmed).replace('\0', " ")
+    } else {
+        match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+            Ok(name) => format!("[{}]", name.trim_end()),
+            Err(_) => "?".into(),
+        }
+    };
+    let text = crate::util::redact::text(&text).into_owned();
+    let mut out = String::new();
+    for c in text.chars().take(200) {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    if text.chars().count() > 200 {
+        out.push('…');
+    }
+    out
+}
+
+/// Reaps every child of gauntlet that has exited, without blocking. Only on the way out (an interrupt that ends
+/// the process): it would take an exit status from a helper still being waited for.
+pub(crate) fn reap_children() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG writes only to `status`.
+        if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
+            break;
+        }
+    }
 }

@@ -1,10 +1,14 @@
 //! Supervise one server process group: spawn, stop, logs, leftovers, and Ctrl-C forwarding.
 
+mod cgroup;
 mod group;
 mod process;
 mod signals;
 
-pub use group::group_members;
-pub use process::{Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail};
+pub use cgroup::availability as cgroup_availability;
+pub use group::{ExpectedChild, group_members, spawn_expected};
+pub use process::{
+    Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
+};
 pub use signals::install as install_signal_forwarding;
 pub use signals::{finish_on_interrupt, interrupted, unless_interrupted};

@@ -2,9 +2,12 @@
 //! find anything of the group that outlives its leader. The group is also registered with [`super::signals`]
 //! so that Ctrl-C on gauntlet stops it, and `Drop` kills it so that a panic leaves no orphan.
 //!
-//! Processes that leave the group (setsid, setpgid, a double fork) are found too: every process of a spawn
-//! carries a marker in its environment ([`super::group::MARKER_VAR`]), gauntlet is their child subreaper (an
-//! orphan comes back to it, not to init), and the stop kills and reaps every marked process outside the group.
+//! Processes that leave the group (setsid, setpgid, a double fork) are found too, by three threads that do not
+//! depend on one another: the spawn's own control group where the machine allows one ([`super::cgroup`]: nothing
+//! leaves it without the rights to move itself), a marker in the environment of every process of the spawn
+//! ([`super::group::MARKER_VAR`]: `env -i` cuts it), and gauntlet as child subreaper (an orphan comes back to
+//! gauntlet, not to init): when the last live spawn stops, every child of gauntlet it did not start and wait for
+//! itself is killed with its descendants ([`super::group::adopted`]). Each is reported with its pid and command.
 //! The leader dies with gauntlet even when gauntlet is killed outright: it is spawned with a parent-death signal
 //! (SIGKILL). That signal follows the spawning *thread*, so a `ServerProcess` must be spawned on a thread that
 //! lives as long as it does (the session's own thread).
@@ -19,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::manifest::SpawnSpec;
 
+use super::cgroup::Cgroup;
 use super::group::{self, MARKER_VAR, escaped_members, group_members, signal_group};
 use super::signals;
 
@@ -67,12 +71,37 @@ pub enum StopOutcome {
     AlreadyExited(ExitStatus),
 }
 
-/// What of a stopped group outlived its leader, killed: members of its process group, and marked descendants
-/// that had left the group (setsid, setpgid, a double fork).
+/// What of a stopped group outlived its leader, killed: members of its process group; descendants that had left
+/// the group (setsid, setpgid, a double fork), found by their marker or their cgroup; and processes re-parented to
+/// gauntlet that it did not start itself (found when the last live spawn stops, so they may be another spawn's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Leftovers {
-    pub group: Vec<i32>,
-    pub escaped: Vec<i32>,
+    pub group: Vec<Leftover>,
+    pub escaped: Vec<Leftover>,
+    pub adopted: Vec<Leftover>,
+}
+
+/// One process that outlived its server: its pid and its command line as it was when found (redacted, escaped,
+/// capped: see `group::command_line`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    pub pid: i32,
+    pub command: String,
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} `{}`", self.pid, self.command)
+    }
+}
+
+/// Adds the processes of `pids` not seen yet to `seen`, with their command lines read now (before they are killed).
+fn note(seen: &mut Vec<Leftover>, pids: &[i32], elsewhere: &[&[Leftover]]) {
+    for &pid in pids {
+        if !seen.iter().chain(elsewhere.iter().flat_map(|l| l.iter())).any(|l| l.pid == pid) {
+            seen.push(Leftover { pid, command: group::command_line(pid) });
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -81,6 +110,8 @@ pub struct ServerProcess {
     pgid: i32,
     /// The value of [`MARKER_VAR`] in the environment of this spawn and everything it starts.
     marker: String,
+    /// The spawn's own control group, or why it has none.
+    cgroup: Result<Cgroup, String>,
     spawned_at: Instant,
     log_path: PathBuf,
     exit: Option<ExitStatus>,
@@ -141,8 +172,15 @@ impl ServerProcess {
         cmd.env(MARKER_VAR, &marker);
         group::become_subreaper();
         let parent = std::process::id() as i32;
+        let mut cgroup = Cgroup::create();
+        // The path, ready before the fork: the child may not allocate.
+        let procs = cgroup
+            .as_ref()
+            .ok()
+            .and_then(|c| std::ffi::CString::new(c.procs_file().into_os_string().into_encoded_bytes()).ok());
         // SAFETY: the closure runs between fork and exec and calls only async-signal-safe functions (prctl,
-        // getppid); the error it may return is built without allocating.
+        // getppid, getpid, open, write, close) on memory prepared before the fork; the error it may return is built
+        // without allocating.
         unsafe {
             cmd.pre_exec(move || {
                 // Dies with gauntlet, even a gauntlet killed by SIGKILL that can run no cleanup of its own.
@@ -153,6 +191,11 @@ impl ServerProcess {
                 if libc::getppid() != parent {
                     return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                 }
+                // Into the spawn's cgroup before anything of the server runs. A failure is seen by the parent
+                // (the leader is then not a member) and costs only the cgroup.
+                if let Some(path) = &procs {
+                    join_cgroup(path);
+                }
                 Ok(())
             });
         }
@@ -160,13 +203,30 @@ impl ServerProcess {
         // which Ctrl-C could miss a freshly started group.
         super::signals::install();
         let guard = signals::lock();
-        let child = cmd.spawn().map_err(|source| SpawnError::Exec { binary: program.clone(), source })?;
+        let child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(source) => {
+                if let Ok(c) = &cgroup {
+                    c.remove();
+                }
+                return Err(SpawnError::Exec { binary: program.clone(), source });
+            }
+        };
         let pgid = child.id() as i32;
-        signals::register(guard, pgid, marker.clone());
+        if let Ok(c) = &cgroup
+            && !c.members().contains(&pgid)
+            && child_alive(pgid)
+        {
+            let why = format!("the server could not be placed in the cgroup `{}`", c.dir().display());
+            c.remove();
+            cgroup = Err(why);
+        }
+        signals::register(guard, pgid, marker.clone(), cgroup.as_ref().ok().cloned());
         Ok(ServerProcess {
             child,
             pgid,
             marker,
+            cgroup,
             spawned_at: Instant::now(),
             log_path: log_path.to_owned(),
             exit: None,
@@ -186,6 +246,18 @@ impl ServerProcess {
         &self.log_path
     }
 
+    /// How this spawn's processes are found at the stop, in words for the run record: its cgroup, or why it has
+    /// none and what finds them instead.
+    pub fn supervision(&self) -> String {
+        match &self.cgroup {
+            Ok(c) => format!("every process of the server is in {}", c.describe()),
+            Err(why) => format!(
+                "no cgroup ({why}); leftovers are found through the process group, the environment marker and \
+                 gauntlet as child subreaper"
+            ),
+        }
+    }
+
     /// `Some(status)` once the leader has exited. Non-blocking.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none()
@@ -197,8 +269,9 @@ impl ServerProcess {
     }
 
     /// SIGTERM to the group → `grace` → SIGKILL → `grace` → stuck. Then kill anything of the group that is left,
-    /// and every marked descendant that left the group, and return their pids (a leaked child is a finding, and it
-    /// must not outlive the run).
+    /// every descendant that left the group (marked, or in the spawn's cgroup), and, when no other spawn is live,
+    /// every process re-parented to gauntlet that it did not start itself; return them (a leaked child is a
+    /// finding, and it must not outlive the run).
     pub fn stop(&mut self, grace: Duration) -> (StopOutcome, Leftovers) {
         self.stopped = true;
         let outcome = if let Some(status) = self.exited() {
@@ -222,37 +295,57 @@ impl ServerProcess {
         (outcome, leftovers)
     }
 
-    /// Kills what is left of the group and every marked process outside it, until none is left or
-    /// [`LEFTOVER_WAIT`] passed; reaps those that were re-parented to gauntlet. Killing an escaped process can
-    /// orphan its own children (marked too), so the scan repeats.
+    /// Kills what is left of the group, every marked process outside it, everything in the spawn's cgroup, and (when
+    /// this is the last live spawn) every process re-parented to gauntlet that it did not start itself, until none
+    /// is left or [`LEFTOVER_WAIT`] passed; reaps those that were re-parented to gauntlet; removes the cgroup.
+    /// Killing an escaped process can orphan its own children, so the scan repeats.
     fn kill_leftovers(&mut self) -> Leftovers {
-        let mut seen = Leftovers { group: group_members(self.pgid), escaped: Vec::new() };
+        let mut seen = Leftovers::default();
+        note(&mut seen.group, &group_members(self.pgid), &[]);
         let deadline = Instant::now() + LEFTOVER_WAIT;
         loop {
             let members = group_members(self.pgid);
-            let escaped = escaped_members(&self.marker, self.pgid);
-            for pid in &members {
-                if !seen.group.contains(pid) {
-                    seen.group.push(*pid);
-                }
+            let mut escaped = escaped_members(&self.marker, self.pgid);
+            if let Ok(c) = &self.cgroup {
+                escaped.extend(c.members().into_iter().filter(|p| !members.contains(p) && *p != self.pgid));
             }
-            for pid in &escaped {
-                if !seen.escaped.contains(pid) {
-                    seen.escaped.push(*pid);
-                }
+            // Only when no other spawn is live: an orphan re-parented to gauntlet cannot tell which spawn it was
+            // of, and a live server's own daemonized helpers are not leftovers.
+            let live = signals::live_groups();
+            let adopted = if live.iter().all(|g| *g == self.pgid) {
+                group::adopted(&live).into_iter().filter(|p| !members.contains(p) && !escaped.contains(p)).collect()
+            } else {
+                Vec::new()
+            };
+            note(&mut seen.group, &members, &[]);
+            note(&mut seen.escaped, &escaped, &[&seen.group]);
+            note(&mut seen.adopted, &adopted, &[&seen.group, &seen.escaped]);
+            for l in seen.group.iter().chain(&seen.escaped).chain(&seen.adopted) {
+                group::reap(&[l.pid]);
             }
-            group::reap(&seen.group);
-            group::reap(&seen.escaped);
-            if (members.is_empty() && escaped.is_empty()) || Instant::now() >= deadline {
+            if (members.is_empty() && escaped.is_empty() && adopted.is_empty()) || Instant::now() >= deadline {
                 break;
             }
             if !members.is_empty() {
                 signal_group(self.pgid, libc::SIGKILL);
             }
-            for pid in &escaped {
+            if let Ok(c) = &self.cgroup {
+                c.kill_all();
+            }
+            for pid in escaped.iter().chain(&adopted) {
                 group::signal_pid(*pid, libc::SIGKILL);
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Ok(c) = &self.cgroup {
+            // Members that were just killed leave the group as the kernel finishes them: a short, bounded wait.
+            let until = Instant::now() + Duration::from_secs(1);
+            while !c.remove() && Instant::now() < until {
+                for l in seen.group.iter().chain(&seen.escaped).chain(&seen.adopted) {
+                    group::reap(&[l.pid]);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         seen
     }
@@ -289,6 +382,39 @@ impl Drop for ServerProcess {
             }
         }
     }
+}
+
+/// Writes the calling process's pid into the `cgroup.procs` file `path`. Runs between fork and exec: only
+/// async-signal-safe calls, no allocation. Errors are left for the parent to see.
+fn join_cgroup(path: &std::ffi::CStr) {
+    // SAFETY: getpid, open, write and close are async-signal-safe; `path` is a valid C string and `digits` a
+    // stack buffer that outlives the write.
+    unsafe {
+        let mut pid = libc::getpid() as u32;
+        let mut digits = [0u8; 12];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (pid % 10) as u8;
+            pid /= 10;
+            if pid == 0 || at == 0 {
+                break;
+            }
+        }
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, digits[at..].as_ptr().cast(), digits.len() - at);
+            libc::close(fd);
+        }
+    }
+}
+
+/// Whether `pid` is still running (not gone, not a zombie): a leader that already exited is in no cgroup.
+fn child_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
+        .is_some_and(|zombie| !zombie)
 }
 
 pub fn log_tail(path: &Path, n: usize) -> Vec<String> {

@@ -3,20 +3,23 @@
 //!
 //! SIGKILL leaves gauntlet no moment to do that. For it, a watchdog: a small `sh` in a session of its own, started
 //! with the first group, whose standard input is a pipe that only gauntlet holds. Every live group is announced on
-//! it (`add PGID MARKER`) and withdrawn once stopped (`del PGID`). When gauntlet dies however it dies, the kernel
-//! closes the pipe; the watchdog reads end-of-file and kills each group still announced and every process that
-//! carries its marker (what left the group). The server's leader also has a parent-death signal; the watchdog is
-//! what reaches the rest.
+//! it (`add PGID MARKER CGROUP`) and withdrawn once stopped (`del PGID`). When gauntlet dies however it dies, the
+//! kernel closes the pipe; the watchdog reads end-of-file and kills each group still announced, every process that
+//! carries its marker (what left the group), and everything in its cgroup, which it then removes. The server's
+//! leader also has a parent-death signal; the watchdog is what reaches the rest. What it cannot reach: a process
+//! that left the group, cleared its environment and is in no cgroup (none could be made): gauntlet's death hands it
+//! to init, and nothing of gauntlet is left to find it.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
+use super::cgroup::Cgroup;
 use super::group::{escaped_members, group_members, signal_group, signal_pid};
 
-/// Every live group: its id and the marker its processes carry (see `super::group::MARKER_VAR`).
-type Live = Vec<(i32, String)>;
+/// Every live group: its id, the marker its processes carry (see `super::group::MARKER_VAR`) and its cgroup.
+type Live = Vec<(i32, String, Option<Cgroup>)>;
 
 static LIVE: Mutex<Live> = Mutex::new(Vec::new());
 static INSTALL: Once = Once::new();
@@ -68,34 +71,52 @@ pub(crate) fn lock() -> MutexGuard<'static, Live> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(crate) fn register(mut guard: MutexGuard<'static, Live>, pgid: i32, marker: String) {
-    tell_watchdog(&format!("add {pgid} {marker}"));
-    guard.push((pgid, marker));
+pub(crate) fn register(mut guard: MutexGuard<'static, Live>, pgid: i32, marker: String, cgroup: Option<Cgroup>) {
+    // The cgroup's path holds only characters the watchdog reads as one word (see `super::cgroup`).
+    let dir = cgroup.as_ref().map_or("-".into(), |c| c.dir().display().to_string());
+    tell_watchdog(&format!("add {pgid} {marker} {dir}"));
+    guard.push((pgid, marker, cgroup));
 }
 
 pub(crate) fn unregister(pgid: i32) {
     let mut live = lock();
-    live.retain(|(p, _)| *p != pgid);
+    live.retain(|(p, ..)| *p != pgid);
     tell_watchdog(&format!("del {pgid}"));
 }
 
-/// The watchdog's program. Its input: `add PGID MARKER` and `del PGID` lines (digits and dashes only, written by
-/// us). At end of input, gauntlet is gone: kill what is still announced.
+/// The leaders of the groups that are live now.
+pub(crate) fn live_groups() -> Vec<i32> {
+    lock().iter().map(|(p, ..)| *p).collect()
+}
+
+/// The watchdog's program. Its input: `add PGID MARKER CGROUP` and `del PGID` lines (written by us: the group and
+/// marker are digits and dashes, the cgroup a path of plain characters without `:`, or `-`). At end of input,
+/// gauntlet is gone: kill what is still announced, empty each cgroup (bounded: 50 rounds) and remove it.
 const WATCHDOG: &str = r#"live=""
-while read -r op g m; do
+while read -r op g m c; do
   case $op in
-    add) live="$live $g:$m" ;;
+    add) live="$live $g:$m:$c" ;;
     del) next=""; for e in $live; do [ "${e%%:*}" = "$g" ] || next="$next $e"; done; live=$next ;;
   esac
 done
 for e in $live; do
-  g=${e%%:*}; m=${e#*:}
+  g=${e%%:*}; r=${e#*:}; m=${r%%:*}; c=${r#*:}
   kill -9 "-$g" 2>/dev/null
   for f in /proc/[0-9]*/environ; do
     if tr '\0' '\n' <"$f" 2>/dev/null | grep -qx "GAUNTLET_SUPERVISED=$m"; then
       p=${f#/proc/}; kill -9 "${p%/environ}" 2>/dev/null
     fi
   done
+  if [ -n "$c" ] && [ "$c" != - ] && [ -d "$c" ]; then
+    [ -e "$c/cgroup.kill" ] && echo 1 >"$c/cgroup.kill" 2>/dev/null
+    [ -e "$c/pids.max" ] && echo 0 >"$c/pids.max" 2>/dev/null
+    n=0
+    while [ $n -lt 50 ]; do
+      while read -r p; do kill -9 "$p" 2>/dev/null; done 2>/dev/null <"$c/cgroup.procs"
+      rmdir "$c" 2>/dev/null && break
+      n=$((n + 1)); sleep 0.1
+    done
+  fi
 done
 "#;
 
@@ -126,6 +147,8 @@ fn tell_watchdog(line: &str) {
             // Its stdin's write end is ours alone (close-on-exec: no server inherits it). The child itself is
             // never waited for: it exits when gauntlet does, and is then re-parented and reaped by init.
             Ok(mut child) => {
+                // A child of gauntlet, but no leftover of a spawn: the subreaper's sweep leaves it alone.
+                super::group::expect_forever(child.id() as i32);
                 let stdin = child.stdin.take();
                 // Non-blocking: a watchdog that stops reading (stopped, stuck) makes a write fail at once instead
                 // of holding the group registry, and the lock around it, without a deadline. Each line is far
@@ -196,20 +219,38 @@ pub fn install() {
                         "gauntlet: interrupted (signal {sig}); stopping {} server group(s)",
                         groups.len()
                     );
-                    for (pgid, _) in groups.iter() {
+                    for (pgid, ..) in groups.iter() {
                         signal_group(*pgid, libc::SIGTERM);
                     }
                     let deadline = Instant::now() + Duration::from_secs(5);
-                    while groups.iter().any(|(g, _)| !group_members(*g).is_empty()) && Instant::now() < deadline {
+                    while groups.iter().any(|(g, ..)| !group_members(*g).is_empty()) && Instant::now() < deadline {
                         std::thread::sleep(Duration::from_millis(20));
                     }
-                    for (pgid, marker) in groups.iter() {
+                    for (pgid, marker, cgroup) in groups.iter() {
                         signal_group(*pgid, libc::SIGKILL);
                         // What left the group (setsid, a double fork) is not reached by killpg.
                         for pid in escaped_members(marker, *pgid) {
                             signal_pid(pid, libc::SIGKILL);
                         }
+                        if let Some(c) = cgroup {
+                            c.kill_all();
+                        }
                     }
+                    // Everything else of the spawns that was re-parented to gauntlet (it cleared its marker, had
+                    // no cgroup): gauntlet is about to exit, so none of its children is still wanted.
+                    let leaders: Vec<i32> = groups.iter().map(|(g, ..)| *g).collect();
+                    for pid in super::group::adopted(&leaders) {
+                        signal_pid(pid, libc::SIGKILL);
+                    }
+                    // The cgroups go once their members are gone (bounded).
+                    let deadline = Instant::now() + Duration::from_secs(1);
+                    while groups.iter().filter_map(|(.., c)| c.as_ref()).any(|c| !c.remove())
+                        && Instant::now() < deadline
+                    {
+                        super::group::reap_children();
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    crate::util::quiesce_writes();
                     std::process::exit(128 + sig);
                 }
             })

@@ -347,6 +347,7 @@ impl Session {
             Target::Spawn(s) => {
                 let p = ServerProcess::spawn(s, &opts.out_dir.join("server.log"))?;
                 life.event("spawned", format!("pid {}", p.pid()));
+                life.event("supervision", p.supervision());
                 session.process = Some(p);
             }
             Target::Attach(_) => life.event("attached", session.base_url.clone()),

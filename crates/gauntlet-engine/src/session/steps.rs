@@ -367,9 +367,11 @@ pub(super) fn stop_server(
             Stop::Crashed
         }
     };
+    let list = |l: &[crate::server::Leftover]| l.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
     if !leftovers.group.is_empty() {
         let group = &leftovers.group;
-        let what = format!("{} process(es) of the server's group outlived it and were killed: {group:?}", group.len());
+        let what =
+            format!("{} process(es) of the server's group outlived it and were killed: {}", group.len(), list(group));
         life.event("leftover", what.clone());
         life.finding("leftover-process", Severity::Warn, what, None);
     }
@@ -377,8 +379,20 @@ pub(super) fn stop_server(
         let escaped = &leftovers.escaped;
         let what = format!(
             "{} process(es) started by the server left its process group (setsid, setpgid or a double fork) and \
-             outlived it; killed: {escaped:?}",
-            escaped.len()
+             outlived it; killed: {}",
+            escaped.len(),
+            list(escaped)
+        );
+        life.event("leftover", what.clone());
+        life.finding("leftover-process", Severity::Warn, what, None);
+    }
+    if !leftovers.adopted.is_empty() {
+        let adopted = &leftovers.adopted;
+        let what = format!(
+            "{} process(es) that gauntlet did not start were re-parented to it (their parent, started by a server \
+             or a tool of this run, exited) and outlived the server; killed: {}",
+            adopted.len(),
+            list(adopted)
         );
         life.event("leftover", what.clone());
         life.finding("leftover-process", Severity::Warn, what, None);

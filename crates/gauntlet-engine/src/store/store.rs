@@ -323,6 +323,8 @@ impl Store {
         }
         let digest = sha256_hex(bytes);
         let _lock = self.lock()?;
+        // Under the lock no other writer is at work: a temporary file now is one an interrupted writer left.
+        self.remove_temporaries();
         if head.kind.is_some() {
             // Entries with a kind are format 2: an older gauntlet must refuse the store rather than misread it.
             self.write_format()?;
@@ -385,7 +387,36 @@ impl Store {
         Ok(out)
     }
 
-    /// Walks every history chain and every record it names; returns every problem found (empty = intact).
+    /// The temporary files of atomic writes (`.NAME.tmp-PID`) in `history/` and `records/`, as paths relative to the
+    /// store: left by a writer that was killed (SIGKILL, a power cut) between creating and renaming one. They are
+    /// never part of the store: readers and `verify` ignore them, and the next promotion removes them.
+    pub fn temporaries(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for sub in ["history", "records"] {
+            let Ok(dir) = std::fs::read_dir(self.root.join(sub)) else { continue };
+            for entry in dir.flatten() {
+                if let Some(name) = entry.file_name().to_str().filter(|n| crate::util::is_temporary_name(n)) {
+                    out.push(format!("{sub}/{name}"));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Removes [`Store::temporaries`] (call under the lock). Best effort: one that cannot be removed stays ignored.
+    fn remove_temporaries(&self) {
+        for rel in self.temporaries() {
+            let path = self.root.join(&rel);
+            // Never through a link, never a directory: only a plain file of that name goes.
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    /// Walks every history chain and every record it names; returns every problem found (empty = intact). The
+    /// temporary files an interrupted writer may leave are not problems ([`Store::temporaries`] lists them).
     pub fn verify(&self) -> Result<(usize, Vec<String>), StoreError> {
         let mut problems = Vec::new();
         let mut entries = 0;
@@ -398,6 +429,9 @@ impl Store {
         files.sort();
         for path in files {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?").to_owned();
+            if crate::util::is_temporary_name(&name) {
+                continue;
+            }
             let Some(key) = name.strip_suffix(".jsonl").filter(|k| is_digest(k)) else {
                 problems.push(format!("history/{name}: not a history file name"));
                 continue;

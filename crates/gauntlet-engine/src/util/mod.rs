@@ -24,11 +24,58 @@ pub fn home_dir() -> std::path::PathBuf {
     std::path::PathBuf::from(home).join(".cache").join("gauntlet")
 }
 
+/// Held (shared) by every atomic write from its temporary file's creation to its rename or removal; taken
+/// (exclusively) by [`quiesce_writes`] on the way out of an interrupted process, so that no temporary file is left.
+static WRITES: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// How long an interrupt waits for atomic writes in flight to finish before the process exits anyway.
+const QUIESCE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Waits (at most [`QUIESCE_WAIT`]) until no atomic write is in flight, and from then on lets none start: called
+/// by the signal handling just before the process exits on SIGINT, SIGTERM or SIGHUP, so that an interrupted
+/// command leaves no `.NAME.tmp-PID` file behind. Only a SIGKILL (or a write stuck past the wait) still can, and
+/// readers of the store ignore those ([`is_temporary_name`]).
+pub fn quiesce_writes() {
+    let deadline = std::time::Instant::now() + QUIESCE_WAIT;
+    loop {
+        match WRITES.try_write() {
+            Ok(guard) => {
+                // Held until the process exits: a write that would start now waits for an exit that is coming.
+                std::mem::forget(guard);
+                return;
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                std::mem::forget(p.into_inner());
+                return;
+            }
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    }
+}
+
+/// Held while a temporary file of an atomic write exists (see [`quiesce_writes`]); for writers that stream their
+/// own temporary file (`bench.json`).
+pub(crate) fn writing() -> std::sync::RwLockReadGuard<'static, ()> {
+    WRITES.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether a file name is one [`write_atomic`] uses for its temporary file (`.NAME.tmp-PID`): what an interrupted
+/// writer may leave behind, never a record of its own.
+pub fn is_temporary_name(name: &str) -> bool {
+    name.starts_with('.')
+        && name.rsplit_once(".tmp-").is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Write via a temporary file in the same directory, fsync, then rename: a reader sees the old file or the
 /// whole new one, never a part. Every registered secret is redacted from `bytes` first ([`redact`]): this is
-/// where gauntlet's files leave the process.
+/// where gauntlet's files leave the process. An interrupt (SIGINT, SIGTERM, SIGHUP) waits for the write to finish
+/// ([`quiesce_writes`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let bytes = redact::bytes(bytes);
+    let _writing = writing();
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
@@ -166,13 +213,10 @@ pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2
 fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, String), String> {
     use std::io::Read as _;
     use std::process::{Command, Stdio};
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("`{program}`: {e}"))?;
+    let (mut child, _expected) = crate::server::spawn_expected(
+        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()),
+    )
+    .map_err(|e| format!("`{program}`: {e}"))?;
     let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
@@ -210,14 +254,15 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
     use std::os::unix::process::CommandExt as _;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let (mut child, _expected) = crate::server::spawn_expected(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0),
+    )
+    .map_err(|e| format!("cannot run `{program}`: {e}"))?;
     let pgid = child.id() as i32;
     let kill_group = || {
         // SAFETY: killpg has no memory-safety preconditions; a vanished group only yields ESRCH.

@@ -1,7 +1,12 @@
-//! The one redactor: secret values (an attached server's API key, tokens in gauntlet's own environment) are
-//! registered once when they are read, and every place where text leaves the process (files through
-//! [`super::write_atomic`], store records, terminal lines) passes it through here. A server that echoes a key
-//! back cannot make gauntlet write it down.
+//! The one redactor: secret values (an attached server's API key, tokens in gauntlet's own environment, the
+//! secret variables of a spawned server's `environment`) are registered once when they are read, and every place
+//! where text leaves the process (files through [`super::write_atomic`], store records, terminal lines) passes it
+//! through here. A server that echoes a key back cannot make gauntlet write it down.
+//!
+//! Which variables hold secrets is a rule, not a list of known names: a name that contains `TOKEN`, `KEY`,
+//! `SECRET`, `PASSWORD`, `PASSWD`, `AUTH` or `CREDENTIAL` (any case: `HF_TOKEN`, `OPENAI_API_KEY`,
+//! `hf_auth`), or one a manifest marks with `secret_environment`. A record that lists an environment
+//! ([`environment_for_record`]) shows such a variable's name with [`MARK`] for its value, whatever its length.
 //!
 //! The registry is process-wide on purpose: a secret is a fact of the process, not of one report, and a writer
 //! that forgets to ask for it must still be covered.
@@ -12,9 +17,9 @@ use std::sync::Mutex;
 /// What a secret is replaced with.
 pub const MARK: &str = "[redacted]";
 
-/// An environment variable whose name contains one of these holds a secret (CI tokens, keys, passwords).
-const SECRET_NAMES: [&str; 8] =
-    ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"];
+/// An environment variable whose name contains one of these (in any case) holds a secret (CI tokens, keys,
+/// passwords, authorization values).
+pub const SECRET_NAMES: [&str; 7] = ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL"];
 /// A value from the environment shorter than this is not treated as a secret (it would blank out ordinary
 /// words); a secret gauntlet was told about by name (`api_key_env`) is redacted whatever its length.
 const MIN_AMBIENT_LEN: usize = 8;
@@ -48,15 +53,52 @@ pub fn register(secret: &str) {
     all.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
+/// Whether a variable of this name holds a secret by its name alone ([`SECRET_NAMES`], any case).
+pub fn is_secret_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_NAMES.iter().any(|s| upper.contains(s))
+}
+
 /// Registers every value of gauntlet's environment whose variable name says it is a secret.
 pub fn register_environment() {
     for (name, value) in std::env::vars_os() {
         let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else { continue };
-        let upper = name.to_ascii_uppercase();
-        if value.len() >= MIN_AMBIENT_LEN && SECRET_NAMES.iter().any(|s| upper.contains(s)) {
+        if value.len() >= MIN_AMBIENT_LEN && is_secret_name(name) {
             register(value);
         }
     }
+}
+
+/// Registers the secrets of an environment a manifest gives a process (a server's, a build's): the value of every
+/// variable whose name says so (at least [`MIN_AMBIENT_LEN`] long: a shorter one would blank out ordinary words in
+/// every text, and [`environment_for_record`] still hides it where the environment itself is recorded), and the
+/// value of every variable in `marked` whatever its length, taken from `environment` or else from gauntlet's own.
+pub fn register_variables(environment: &std::collections::BTreeMap<String, String>, marked: &[String]) {
+    for (name, value) in environment {
+        if marked.contains(name) || (value.len() >= MIN_AMBIENT_LEN && is_secret_name(name)) {
+            register(value);
+        }
+    }
+    for name in marked.iter().filter(|n| !environment.contains_key(*n)) {
+        if let Ok(value) = std::env::var(name) {
+            register(&value);
+        }
+    }
+}
+
+/// `environment` as a record may show it: every variable that is secret by name or `marked` keeps its name, and
+/// its value becomes [`MARK`].
+pub fn environment_for_record(
+    environment: &std::collections::BTreeMap<String, String>,
+    marked: &[String],
+) -> std::collections::BTreeMap<String, String> {
+    environment
+        .iter()
+        .map(|(name, value)| {
+            let secret = marked.contains(name) || is_secret_name(name);
+            (name.clone(), if secret { MARK.to_owned() } else { value.clone() })
+        })
+        .collect()
 }
 
 /// Whether any secret is registered (writers skip the work otherwise).
@@ -193,5 +235,28 @@ mod tests {
         fragments(parts.iter_mut());
         assert_eq!(parts, ["say [redacted]", "", " now", "fine"]);
         assert!(!parts.concat().contains("k3y"));
+    }
+
+    #[test]
+    fn secret_variables_are_known_by_their_names_or_by_being_marked() {
+        for name in ["HF_TOKEN", "OPENAI_API_KEY", "hf_auth_header", "Db_Password", "AWS_SECRET_ACCESS_KEY", "KEY"] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["PATH", "CUDA_VISIBLE_DEVICES", "OLLAMA_HOST", "OMP_NUM_THREADS"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+        let env: std::collections::BTreeMap<String, String> =
+            [("HF_TOKEN", "hf_unit-secret-value-1"), ("MY_SETTING", "short1"), ("MODEL_KEY", "abc"), ("THREADS", "4")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        let marked = vec!["MY_SETTING".to_owned()];
+        register_variables(&env, &marked);
+        assert_eq!(text("x hf_unit-secret-value-1 y short1 z"), "x [redacted] y [redacted] z");
+        let shown = environment_for_record(&env, &marked);
+        assert_eq!(shown["HF_TOKEN"], MARK);
+        assert_eq!(shown["MY_SETTING"], MARK);
+        assert_eq!(shown["MODEL_KEY"], MARK, "short, but secret by name: hidden where the environment is recorded");
+        assert_eq!(shown["THREADS"], "4");
     }
 }

@@ -295,3 +295,31 @@ fn a_qualification_decision_joins_a_format_1_chain_without_becoming_its_gate_bas
     assert!(store.promote_decision(&wrong, manual(), "x").is_err());
     assert_eq!(std::fs::read_to_string(&history).unwrap().lines().count(), 4);
 }
+
+/// D6: a writer killed between creating and renaming its temporary file leaves `.NAME.tmp-PID` behind. Such files
+/// are no part of the store: `verify` finds the chains intact and lists them as temporaries, and the next
+/// promotion (under the lock, so no writer is at work) removes them. A directory of that name is not touched.
+#[test]
+fn temporary_files_of_an_interrupted_write_are_ignored_and_then_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, history, r) = three(dir.path());
+    let name = history.file_name().unwrap().to_str().unwrap();
+    let stale = dir.path().join("history").join(format!(".{name}.tmp-4242"));
+    std::fs::write(&stale, b"{\"seq\": 4, \"partial").unwrap();
+    let stale_record = dir.path().join("records").join(".0123.json.tmp-77");
+    std::fs::write(&stale_record, b"").unwrap();
+    let kept = dir.path().join("history").join(".x.tmp-9");
+    std::fs::create_dir(&kept).unwrap();
+    assert_eq!(store.verify().unwrap(), (3, Vec::new()), "a temporary file is not a problem of the store");
+    let mut want = vec![
+        "history/.x.tmp-9".to_owned(),
+        format!("history/.{name}.tmp-4242"),
+        "records/.0123.json.tmp-77".to_owned(),
+    ];
+    want.sort();
+    assert_eq!(store.temporaries(), want);
+    store.promote(&r, manual(), "after the interruption").unwrap();
+    assert!(!stale.exists() && !stale_record.exists(), "{:?}", store.temporaries());
+    assert!(kept.is_dir(), "only plain files are removed");
+    assert_eq!(store.verify().unwrap(), (4, Vec::new()));
+}

@@ -173,6 +173,9 @@ pub(crate) fn command(cmd: BaselineCommand) -> Outcome {
         BaselineCommand::Verify { store } => {
             let store = open(store.as_deref())?;
             let (entries, problems) = store.verify().map_err(store_failure)?;
+            for t in store.temporaries() {
+                outln!("note: {t}: left by an interrupted write; ignored (the next promotion removes it)");
+            }
             if problems.is_empty() {
                 outln!("store {}: {entries} entries, every chain and record intact", store.root().display());
                 Ok(Exit::Pass)

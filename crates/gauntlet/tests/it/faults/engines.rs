@@ -269,3 +269,44 @@ fn init_spawn_writes_a_manifest_that_starts_the_kind() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("unknown kind `vlm`"));
     assert!(!bad.exists());
 }
+
+/// D15: a kind's program found on a PATH. The server's `environment` sets PATH to B while gauntlet's own PATH
+/// finds another program of the same name first (A): one resolution, on the PATH the server is spawned with,
+/// decides the program that runs, the one the identity hashes, and the argv the record shows.
+#[test]
+fn a_kinds_program_is_resolved_once_on_the_path_the_server_gets() {
+    let f = Fixture::new("kind-path");
+    let manifest = f.write();
+    let mut scripts = Vec::new();
+    for which in ["A", "B"] {
+        let dir = f.path().join(format!("path{which}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("llama-server");
+        let fake = workspace_bin("gauntlet-fake-server");
+        std::fs::write(&script, format!("#!/bin/sh\necho \"I AM {which}\"\nexec {} \"$@\"\n", fake.display())).unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        scripts.push((dir, script));
+    }
+    let (a, b) = (&scripts[0], &scripts[1]);
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "[servers.fake]\nbinary = \"bin/fake-server\"\n",
+        &format!(
+            "[servers.fake]\nkind = \"llama.cpp\"\nenvironment = {{ PATH = \"{}:/usr/bin:/bin\" }}\n",
+            b.0.display()
+        ),
+    );
+    assert!(text.contains("kind = \"llama.cpp\""), "{text}");
+    std::fs::write(&manifest, text).unwrap();
+    let out = f.path().join("out");
+    let path = format!("{}:{}", a.0.display(), std::env::var("PATH").unwrap_or_default());
+    let args = ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let run = finish(gauntlet(&args, &[("PATH", &path)], Duration::from_secs(60)), &out);
+    assert_no_survivors(&f.tag);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let log = std::fs::read_to_string(out.join("server.log")).unwrap();
+    assert!(log.starts_with("I AM B"), "{log}");
+    let record = run.record.as_ref().unwrap();
+    assert_eq!(record["server"]["command"][0], b.1.display().to_string(), "{}", record["server"]);
+    let want = gauntlet_engine::util::sha256_hex(&std::fs::read(&b.1).unwrap());
+    assert_eq!(record["identity"]["build"]["binary_sha256"], want, "{}", record["identity"]);
+}

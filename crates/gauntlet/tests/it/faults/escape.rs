@@ -99,3 +99,45 @@ fn ctrl_c_also_kills_what_left_the_server_group() {
     assert_eq!(status.code(), Some(130), "{status:?}");
     assert_no_survivors(&f.tag);
 }
+
+/// A server child started as `env -i setsid …` carries no marker and is in neither the server's group nor its
+/// session. It is still found, killed and named in a `leftover-process` finding: through the spawn's cgroup where
+/// the machine allows one, else (see the next test) through gauntlet as child subreaper. Before either, it outlived
+/// gauntlet with no finding.
+#[test]
+fn a_child_that_clears_its_environment_and_leaves_the_session_is_killed_and_named() {
+    let f = Fixture::new("escape-clean").fault(&["--escape-clean"]);
+    // `run` asserts that no tagged process (the escaped sleeper included) survives the run.
+    let run = f.run(&[]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let found = run.findings("leftover-process");
+    assert!(
+        found.iter().any(|x| {
+            let m = x["message"].as_str().unwrap_or("");
+            m.contains("pid ") && m.contains("--sleeper") && m.contains(&f.tag)
+        }),
+        "{}",
+        run.explain()
+    );
+}
+
+/// Where no cgroup can be made (`GAUNTLET_CGROUP=off` stands for a read-only cgroup mount), the run record says so,
+/// and gauntlet as child subreaper is what finds the marker-less child once the server is gone: re-parented to
+/// gauntlet, not started by it, killed and named.
+#[test]
+fn without_a_cgroup_the_subreaper_finds_what_cleared_its_environment() {
+    let f = Fixture::new("escape-clean-nocg").fault(&["--escape-clean"]);
+    let run = run_with_env(&f, "out", &[("GAUNTLET_CGROUP", "off")]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let found = run.findings("leftover-process");
+    assert!(
+        found.iter().any(|x| {
+            let m = x["message"].as_str().unwrap_or("");
+            m.contains("re-parented") && m.contains("--sleeper") && m.contains(&f.tag)
+        }),
+        "{}",
+        run.explain()
+    );
+    let record = run.record.as_ref().unwrap().to_string();
+    assert!(record.contains("no cgroup (GAUNTLET_CGROUP=off)"), "{record}");
+}

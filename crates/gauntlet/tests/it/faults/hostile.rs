@@ -163,3 +163,39 @@ fn a_symlink_planted_in_the_output_folder_is_never_written_through() {
     assert!(r7["failures"].to_string().contains("`server.log` is not a regular file"), "{r7}");
     assert_ne!(o.status.code(), Some(0), "{stderr}");
 }
+
+/// D4: secrets in a spawned server's `environment`, by their name (`HF_TOKEN`, `OPENAI_API_KEY`) or marked with
+/// `secret_environment` (here a short one), reach no file of the run and no record of the store: the identity
+/// shows the variable with `[redacted]` for its value, and the promoted record verifies.
+#[test]
+fn secret_variables_of_a_server_environment_reach_no_record_report_or_store() {
+    const TOKEN: &str = "hf_gauntletLEAKtoken0042";
+    const API_KEY: &str = "sk-gauntlet-env-LEAK-77";
+    const MARKED: &str = "zq-9x4";
+    let f = Fixture::new("env-secret").profile(&format!(
+        "environment = {{ HF_TOKEN = \"{TOKEN}\", OPENAI_API_KEY = \"{API_KEY}\", MY_SETTING = \"{MARKED}\", \
+         THREADS = \"4\" }}\nsecret_environment = [\"MY_SETTING\"]"
+    ));
+    let store = f.path().join("store");
+    let run = f.run(&["--store", store.to_str().unwrap(), "--promote", "--trusted"]);
+    assert_eq!(run.code, 0, "{}", run.explain());
+    let env = &run.record.as_ref().unwrap()["identity"]["recipe"]["environment"];
+    assert_eq!(env["HF_TOKEN"], "[redacted]", "{env}");
+    assert_eq!(env["OPENAI_API_KEY"], "[redacted]", "{env}");
+    assert_eq!(env["MY_SETTING"], "[redacted]", "{env}");
+    assert_eq!(env["THREADS"], "4", "{env}");
+    let written: Vec<_> = files_under(&run.out).into_iter().chain(files_under(&store)).collect();
+    assert!(written.iter().any(|(p, _)| p.ends_with("report.html")), "a report was written");
+    assert!(written.iter().any(|(p, _)| p.parent().is_some_and(|d| d.ends_with("records"))), "a record was stored");
+    for (path, bytes) in written {
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in [TOKEN, API_KEY, MARKED] {
+            assert!(!text.contains(secret), "`{secret}` is written into {}", path.display());
+        }
+    }
+    for secret in [TOKEN, API_KEY, MARKED] {
+        assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret), "{}", run.explain());
+    }
+    let verify = gauntlet(&["baseline", "verify", "--store", store.to_str().unwrap()], &[], Duration::from_secs(30));
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+}

@@ -1,0 +1,210 @@
+//! A control group per spawn, where the machine lets gauntlet make one: the spawned leader is placed in it before
+//! it executes anything, so every process it ever starts is in it too, whatever it does to its environment, its
+//! process group or its session. At the stop, everything in it is killed and the group removed.
+//!
+//! cgroup v2 is preferred (its `cgroup.kill` ends every member at once, forks in flight included); else v1's
+//! `pids` hierarchy (forks are stopped first through `pids.max`, then each member is killed). The new group is made
+//! beside gauntlet's own, inside the hierarchy's mount. Where neither can be made (a read-only mount in a
+//! container, a cgroup this user may not write), [`Cgroup::create`] says why, and supervision rests on the process
+//! group, the environment marker and the child-subreaper sweep.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Which cgroup interface a group lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    V2,
+    V1Pids,
+}
+
+/// One spawn's control group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    dir: PathBuf,
+    version: Version,
+}
+
+/// Where new groups are made: the directory of gauntlet's own group in the first usable hierarchy, or why none is.
+static BASE: OnceLock<Result<(PathBuf, Version), String>> = OnceLock::new();
+
+impl Cgroup {
+    /// A new, empty group for one spawn, or why none can be made (the same reason every time: it is found once).
+    pub fn create() -> Result<Cgroup, String> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let (base, version) = BASE.get_or_init(find_base).clone()?;
+        let dir = base.join(format!("gauntlet-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create the cgroup `{}`: {e}", dir.display()))?;
+        Ok(Cgroup { dir, version })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file a process writes its pid into to join this group.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Every process in the group now (at most a million: a pid list is never larger).
+    pub fn members(&self) -> Vec<i32> {
+        match crate::util::bounded::read_text(&self.procs_file(), 16 << 20) {
+            Ok(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Kills every member: v2 through `cgroup.kill`; where a `pids.max` exists, no member may fork from now on;
+    /// then SIGKILL to each listed member (v1, or a v2 kernel older than `cgroup.kill`).
+    pub fn kill_all(&self) {
+        if self.version == Version::V2 {
+            let _ = std::fs::write(self.dir.join("cgroup.kill"), "1");
+        }
+        let pids_max = self.dir.join("pids.max");
+        if pids_max.exists() {
+            let _ = std::fs::write(pids_max, "0");
+        }
+        for pid in self.members() {
+            super::group::signal_pid(pid, libc::SIGKILL);
+        }
+    }
+
+    /// Removes the (empty) group; false while a member is still in it.
+    pub fn remove(&self) -> bool {
+        match std::fs::remove_dir(&self.dir) {
+            Ok(()) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        }
+    }
+
+    /// What supervision this spawn has, in words for the run record.
+    pub fn describe(&self) -> String {
+        let v = match self.version {
+            Version::V2 => "cgroup v2",
+            Version::V1Pids => "cgroup v1 (pids)",
+        };
+        format!("{v} {}", self.dir.display())
+    }
+}
+
+/// Whether the kernel lets gauntlet make a group for its spawns here: the group it would use, or why not. For
+/// `doctor`.
+pub fn availability() -> Result<String, String> {
+    BASE.get_or_init(find_base).clone().map(|(base, version)| Cgroup { dir: base, version }.describe())
+}
+
+/// Characters a group path may hold: the watchdog (a shell script) reads it as one word, and `:` separates its
+/// fields.
+fn plain(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-@+".contains(&b)))
+}
+
+/// The first hierarchy where gauntlet can make (and remove) a group beside its own: v2, then v1 `pids`. None
+/// when `GAUNTLET_CGROUP=off` (a cgroup manager that objects to groups it did not make; the tests of the
+/// fallback).
+fn find_base() -> Result<(PathBuf, Version), String> {
+    if std::env::var_os("GAUNTLET_CGROUP").is_some_and(|v| v == "off") {
+        return Err("GAUNTLET_CGROUP=off".into());
+    }
+    let own =
+        std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mut why = Vec::new();
+    for version in [Version::V2, Version::V1Pids] {
+        match candidate(&own, &mounts, version) {
+            Ok(base) => {
+                let probe = base.join(format!("gauntlet-probe-{}", std::process::id()));
+                match std::fs::create_dir(&probe) {
+                    Ok(()) => {
+                        let _ = std::fs::remove_dir(&probe);
+                        return Ok((base, version));
+                    }
+                    Err(e) => why.push(format!("{}: {e}", base.display())),
+                }
+            }
+            Err(e) => why.push(e),
+        }
+    }
+    Err(why.join("; "))
+}
+
+/// The directory of gauntlet's own group in the hierarchy of `version`, from `/proc/self/cgroup` and the
+/// hierarchy's mount in `/proc/self/mountinfo`.
+fn candidate(own: &str, mounts: &str, version: Version) -> Result<PathBuf, String> {
+    let name = match version {
+        Version::V2 => "cgroup v2",
+        Version::V1Pids => "cgroup v1 pids",
+    };
+    let path = own
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (id, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            let hit = match version {
+                Version::V2 => id == "0" && controllers.is_empty(),
+                Version::V1Pids => controllers.split(',').any(|c| c == "pids"),
+            };
+            hit.then_some(path)
+        })
+        .ok_or_else(|| format!("{name}: gauntlet is in no such group"))?;
+    for line in mounts.lines() {
+        let Some((before, after)) = line.split_once(" - ") else { continue };
+        let fields: Vec<&str> = before.split(' ').collect();
+        let after: Vec<&str> = after.split(' ').collect();
+        let (Some(root), Some(point), Some(fstype)) = (fields.get(3), fields.get(4), after.first()) else {
+            continue;
+        };
+        let hit = match version {
+            Version::V2 => *fstype == "cgroup2",
+            Version::V1Pids => *fstype == "cgroup" && after.get(2).is_some_and(|o| o.split(',').any(|c| c == "pids")),
+        };
+        if !hit {
+            continue;
+        }
+        // The mount shows the hierarchy from `root` down; gauntlet's group must be inside it.
+        let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else {
+            return Err(format!("{name}: gauntlet's group {path} is outside the mount {point}"));
+        };
+        if !rel.is_empty() && !rel.starts_with('/') {
+            return Err(format!("{name}: gauntlet's group {path} is outside the mount {point}"));
+        }
+        let dir = PathBuf::from(format!("{point}{rel}"));
+        if !plain(&dir) {
+            return Err(format!(
+                "{name}: the group's path `{}` has characters gauntlet does not handle",
+                dir.display()
+            ));
+        }
+        return Ok(dir);
+    }
+    Err(format!("{name}: not mounted"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTS: &str = "\
+35 25 0:30 / /sys/fs/cgroup/unified rw,relatime shared:10 - cgroup2 cgroup2 rw
+36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:11 - cgroup cgroup rw,pids
+37 25 0:32 /docker/abc /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+";
+
+    #[test]
+    fn the_group_directory_is_found_from_the_mount_and_the_own_path() {
+        let own = "8:pids:/\n1:cpu:/docker/abc/x\n0::/user.slice/s-1.scope\n";
+        assert_eq!(
+            candidate(own, MOUNTS, Version::V2).unwrap(),
+            PathBuf::from("/sys/fs/cgroup/unified/user.slice/s-1.scope")
+        );
+        assert_eq!(candidate(own, MOUNTS, Version::V1Pids).unwrap(), PathBuf::from("/sys/fs/cgroup/pids/"));
+        // No v2 mount: said, not guessed.
+        let v1_only: String = MOUNTS.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        assert!(candidate(own, &v1_only, Version::V2).unwrap_err().contains("not mounted"));
+        // A path the watchdog could not carry as one word is refused.
+        assert!(candidate("0::/a b:c\n", MOUNTS, Version::V2).unwrap_err().contains("characters"));
+    }
+}
