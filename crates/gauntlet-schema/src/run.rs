@@ -12,6 +12,8 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version of `run.json` this gauntlet writes.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
+/// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
+/// older records read without it.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
 /// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`, `server.readiness` (which probe
 /// answered, the model discovered) and `runtime.server` (what the server says about itself); older records read
@@ -21,11 +23,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 8;
+pub const RUN_RECORD_VERSION: u32 = 9;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -199,6 +201,10 @@ pub struct ServerRecord {
     pub pid: Option<u32>,
     /// Spawn → first real generation answered. None when attached or never loaded.
     pub load_seconds: Option<f64>,
+    /// What the server's processes spent of that load (since version 9): None when attached, never loaded, or
+    /// where /proc does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_cpu: Option<LoadCpu>,
     pub loaded: bool,
     /// How the server ended: `terminated`, `killed`, `stuck`, `crashed`, `not-started`, `attached`.
     pub stop: StopOutcome,
@@ -210,6 +216,17 @@ pub struct ServerRecord {
     /// How readiness was established (since version 7); None when the server never became ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<Readiness>,
+}
+
+/// The server's processes from spawn to ready, from /proc: what a busy machine does not change (`cpu_seconds`,
+/// the work done) and what it does (`wait_seconds`, time runnable but waiting for a CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadCpu {
+    /// User + system CPU seconds of every thread of the server's processes (reaped children included).
+    pub cpu_seconds: f64,
+    /// Seconds the server's threads waited, runnable, for a CPU (the kernel's schedstat run delay), summed over
+    /// the threads alive at ready: threads that wait side by side each count.
+    pub wait_seconds: f64,
 }
 
 /// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when
