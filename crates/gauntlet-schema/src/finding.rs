@@ -55,8 +55,10 @@ pub enum FindingKind {
     NoBaseline,
     /// Fewer cases passed than the profile's minimum.
     PassRate,
-    /// Fails as on the baseline.
+    /// Fails as on the baseline: the same checks fail (a note).
     KnownFailure,
+    /// Failed on the baseline and fails in a new way: a check that passed there fails now.
+    FailureChanged,
     /// Fails as the profile declares and as on the baseline.
     ExpectedFailure,
     /// The baseline has another identity.
@@ -71,6 +73,8 @@ pub enum FindingKind {
     SlowDecode,
     /// Load is slower than the baseline's beyond the warning ratio.
     SlowLoad,
+    /// A speed below the warning line that the run's own spread does not establish (a note).
+    SpeedUnsettled,
     /// Decode speeds were not comparable (token sources differ).
     DecodeNotCompared,
     /// The server held no memory on the GPU it is bound to.
@@ -114,6 +118,7 @@ impl FindingKind {
         FindingKind::NoBaseline,
         FindingKind::PassRate,
         FindingKind::KnownFailure,
+        FindingKind::FailureChanged,
         FindingKind::ExpectedFailure,
         FindingKind::IdentityDiffers,
         FindingKind::RuntimeDiffers,
@@ -121,6 +126,7 @@ impl FindingKind {
         FindingKind::ServerChanged,
         FindingKind::SlowDecode,
         FindingKind::SlowLoad,
+        FindingKind::SpeedUnsettled,
         FindingKind::DecodeNotCompared,
         FindingKind::ServerNotOnGpu,
         FindingKind::GpuUseUnknown,
@@ -151,6 +157,7 @@ impl FindingKind {
             FindingKind::NoBaseline => "no-baseline",
             FindingKind::PassRate => "pass-rate",
             FindingKind::KnownFailure => "known-failure",
+            FindingKind::FailureChanged => "failure-changed",
             FindingKind::ExpectedFailure => "expected-failure",
             FindingKind::IdentityDiffers => "identity-differs",
             FindingKind::RuntimeDiffers => "runtime-differs",
@@ -158,6 +165,7 @@ impl FindingKind {
             FindingKind::ServerChanged => "server-changed",
             FindingKind::SlowDecode => "slow-decode",
             FindingKind::SlowLoad => "slow-load",
+            FindingKind::SpeedUnsettled => "speed-unsettled",
             FindingKind::DecodeNotCompared => "decode-not-compared",
             FindingKind::ServerNotOnGpu => "server-not-on-gpu",
             FindingKind::GpuUseUnknown => "gpu-use-unknown",
@@ -190,6 +198,7 @@ impl FindingKind {
             "no-baseline" => FindingKind::NoBaseline,
             "pass-rate" => FindingKind::PassRate,
             "known-failure" => FindingKind::KnownFailure,
+            "failure-changed" => FindingKind::FailureChanged,
             "expected-failure" => FindingKind::ExpectedFailure,
             "identity-differs" => FindingKind::IdentityDiffers,
             "runtime-differs" => FindingKind::RuntimeDiffers,
@@ -197,6 +206,7 @@ impl FindingKind {
             "server-changed" => FindingKind::ServerChanged,
             "slow-decode" => FindingKind::SlowDecode,
             "slow-load" => FindingKind::SlowLoad,
+            "speed-unsettled" => FindingKind::SpeedUnsettled,
             "decode-not-compared" => FindingKind::DecodeNotCompared,
             "server-not-on-gpu" => FindingKind::ServerNotOnGpu,
             "gpu-use-unknown" => FindingKind::GpuUseUnknown,

@@ -12,6 +12,10 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version of `run.json` this gauntlet writes.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
+/// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
+/// older records read without it. In the same version a server metric that is not a finite number (NaN, ±Inf, a
+/// change that overflows) became a marker in `server_metrics.non_finite` with a `non-finite-value` finding, never a
+/// number, and raw server JSON (`answer.server_timings`, tool-call arguments) is capped in depth and size.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
 /// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`, `server.readiness` (which probe
 /// answered, the model discovered) and `runtime.server` (what the server says about itself); older records read
@@ -21,9 +25,6 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-/// Version 9: a server metric that is not a finite number (NaN, ±Inf, a change that overflows) is kept as a marker
-/// in `server_metrics.non_finite` with a `non-finite-value` finding, never as a number; raw server JSON
-/// (`answer.server_timings`, tool-call arguments) is capped in depth and size. Version 8 records read as they are.
 pub const RUN_RECORD_VERSION: u32 = 9;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
@@ -202,6 +203,10 @@ pub struct ServerRecord {
     pub pid: Option<u32>,
     /// Spawn → first real generation answered. None when attached or never loaded.
     pub load_seconds: Option<f64>,
+    /// What the server's processes spent of that load (since version 9): None when attached, never loaded, or
+    /// where /proc does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_cpu: Option<LoadCpu>,
     pub loaded: bool,
     /// How the server ended: `terminated`, `killed`, `stuck`, `crashed`, `not-started`, `attached`.
     pub stop: StopOutcome,
@@ -213,6 +218,17 @@ pub struct ServerRecord {
     /// How readiness was established (since version 7); None when the server never became ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<Readiness>,
+}
+
+/// The server's processes from spawn to ready, from /proc: what a busy machine does not change (`cpu_seconds`,
+/// the work done) and what it does (`wait_seconds`, time runnable but waiting for a CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadCpu {
+    /// User + system CPU seconds of every thread of the server's processes (reaped children included).
+    pub cpu_seconds: f64,
+    /// Seconds the server's threads waited, runnable, for a CPU (the kernel's schedstat run delay), summed over
+    /// the threads alive at ready: threads that wait side by side each count.
+    pub wait_seconds: f64,
 }
 
 /// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when

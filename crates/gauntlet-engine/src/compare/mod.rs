@@ -2,6 +2,7 @@
 //! baseline store (identity-keyed history) can reuse them unchanged.
 
 pub mod lossless;
+pub mod speed;
 
 use gauntlet_schema::tokens::{DivergenceClass, first_divergent_token};
 use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds, TokenDivergence};
@@ -59,9 +60,12 @@ pub fn decode_spread(decodes: &[f64]) -> Option<f64> {
 }
 
 /// [`compare`], with `decode_spread` (see [`decode_spread`]) widening the decode warn band by two of it: a run
-/// warns only below `decode_ratio_warn − 2 · spread` of the baseline's decode. Decode is compared on the server's
-/// own timings when both records carry them, else on the client's. A speed finding is a warning, never a failure:
-/// one run is one session, and a busy machine moves it.
+/// warns only below `decode_ratio_warn − 2 · spread` of the baseline's decode. Decode is compared case against
+/// case ([`speed::case_ratios`]): it warns when the upper end of the median ratio's 95 % interval is below the
+/// line, and a median below it that the cases' spread does not establish is a note. Each case is timed by the
+/// server's own timings when every compared case has them on both sides, else by the client's clock; without a
+/// case to compare, the runs' medians are. A speed finding is a warning, never a failure: one run is one session,
+/// and a busy machine moves it.
 pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decode_spread: Option<f64>) -> Vec<Finding> {
     let mut out = Vec::new();
     if run.identity_digest != baseline.identity_digest {
@@ -111,18 +115,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         }
         match (old.status, case.status) {
             (CaseStatus::Pass, CaseStatus::Fail) => regressions.push(case),
-            (CaseStatus::Fail, CaseStatus::Fail) if t.expected_failures.contains(&case.id) => out.push(Finding {
-                kind: FindingKind::ExpectedFailure,
-                severity: Severity::Info,
-                message: format!("fails as expected by the profile and as on the baseline: {}", failed_checks(case)),
-                case: Some(case.id.clone()),
-            }),
-            (CaseStatus::Fail, CaseStatus::Fail) => out.push(Finding {
-                kind: FindingKind::KnownFailure,
-                severity: Severity::Warn,
-                message: format!("fails as on the baseline: {}", failed_checks(case)),
-                case: Some(case.id.clone()),
-            }),
+            (CaseStatus::Fail, CaseStatus::Fail) => out.push(unchanged_failure(old, case, t)),
             _ => {}
         }
         if let (Some(a), Some(b)) = (&old.observed, &case.observed)
@@ -148,32 +141,66 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         ((Some(client_now), Some(src_now)), (Some(client_then), Some(src_then)))
             if src_now == src_then && *client_then > 0.0 =>
         {
-            let (now, then, whose) = match server {
-                (Some(a), Some(b)) if b > 0.0 => (a, b, "the server's timings"),
-                _ => (*client_now, *client_then, "the client's clock"),
-            };
-            let ratio = now / then;
             let widened = decode_spread.filter(|s| s.is_finite() && *s > 0.0).map(|s| 2.0 * s);
             let warn_below = (t.decode_ratio_warn - widened.unwrap_or(0.0)).max(0.0);
-            if ratio < warn_below {
-                let band = match widened {
-                    Some(w) => format!(
-                        "warn below {:.0} %: {:.0} % widened by twice the ±{:.1} % spread of the promoted history",
-                        warn_below * 100.0,
-                        t.decode_ratio_warn * 100.0,
-                        w * 50.0
-                    ),
-                    None => format!("warn below {:.0} %", warn_below * 100.0),
-                };
-                out.push(Finding {
+            let band = match widened {
+                Some(w) => format!(
+                    "warn below {:.0} %: {:.0} % widened by twice the ±{:.1} % spread of the promoted history",
+                    warn_below * 100.0,
+                    t.decode_ratio_warn * 100.0,
+                    w * 50.0
+                ),
+                None => format!("warn below {:.0} %", warn_below * 100.0),
+            };
+            match speed::case_ratios(run, baseline) {
+                // Case against case: the whole interval of the median ratio must be below the line.
+                Some(r) if r.upper < warn_below => out.push(Finding {
                     kind: FindingKind::SlowDecode,
                     severity: Severity::Warn,
                     message: format!(
-                        "decode {now:.1} tok/s is {:.0} % of the baseline's {then:.1} tok/s ({whose}; {band})",
-                        ratio * 100.0,
+                        "decode is {:.0} % of the baseline's, the median of {} cases each against itself ({}; {band}); \
+                         the upper end of its 95 % interval is {:.0} %",
+                        r.median * 100.0,
+                        r.cases,
+                        r.clock,
+                        r.upper * 100.0
                     ),
                     case: None,
-                });
+                }),
+                Some(r) if r.median < warn_below => out.push(Finding {
+                    kind: FindingKind::SpeedUnsettled,
+                    severity: Severity::Info,
+                    message: format!(
+                        "decode is {:.0} % of the baseline's, the median of {} cases each against itself ({}; {band}), \
+                         but the cases disagree: the upper end of its 95 % interval is {:.0} %, so the machine's \
+                         load, not the server, may explain it; not a warning",
+                        r.median * 100.0,
+                        r.cases,
+                        r.clock,
+                        r.upper * 100.0
+                    ),
+                    case: None,
+                }),
+                Some(_) => {}
+                // No case has a speed on both sides (token counts estimated, or older records): the medians.
+                None => {
+                    let (now, then, whose) = match server {
+                        (Some(a), Some(b)) if b > 0.0 => (a, b, "the server's timings"),
+                        _ => (*client_now, *client_then, "the client's clock"),
+                    };
+                    let ratio = now / then;
+                    if ratio < warn_below {
+                        out.push(Finding {
+                            kind: FindingKind::SlowDecode,
+                            severity: Severity::Warn,
+                            message: format!(
+                                "decode {now:.1} tok/s is {:.0} % of the baseline's {then:.1} tok/s ({whose}; {band})",
+                                ratio * 100.0,
+                            ),
+                            case: None,
+                        });
+                    }
+                }
             }
         }
         ((Some(_), Some(a)), (Some(_), Some(b))) => out.push(Finding {
@@ -184,23 +211,44 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         }),
         _ => {}
     }
-    if let (Some(now), Some(then)) = (run.server.load_seconds, baseline.server.load_seconds)
-        && then > 0.0
-        && now / then > t.load_ratio_warn
-        && now - then > LOAD_NOISE_FLOOR_SECONDS
-    {
-        out.push(Finding {
-            kind: FindingKind::SlowLoad,
-            severity: Severity::Warn,
-            message: format!(
-                "load took {now:.2}s, {:.1}× the baseline's {then:.2}s (warn above {:.1}×)",
-                now / then,
-                t.load_ratio_warn
-            ),
-            case: None,
-        });
+    if let (Some(now), Some(then)) = (run.server.load_seconds, baseline.server.load_seconds) {
+        out.extend(speed::load_finding(now, then, run.server.load_cpu, baseline.server.load_cpu, t));
     }
     out
+}
+
+/// A case that failed on the baseline and fails now. It fails "the same way" when no check fails now that passed on
+/// the baseline (checks named by their place in the case and their name; their detail, which quotes the answer,
+/// is left to the text comparison): a note, as is any failure of a case the profile lists in `expected_failures`.
+/// A check that passed on the baseline and fails now is a new way of failing: a warning (`failure-changed`).
+fn unchanged_failure(old: &CaseRecord, case: &CaseRecord, t: &Thresholds) -> Finding {
+    let failing = |c: &CaseRecord| -> Vec<(usize, String)> {
+        c.checks.iter().enumerate().filter(|(_, r)| !r.passed).map(|(i, r)| (i, r.check.clone())).collect()
+    };
+    let then = failing(old);
+    let new_ways: Vec<String> = case
+        .checks
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| !r.passed && !then.iter().any(|(j, name)| j == i && *name == r.check))
+        .map(|(_, r)| format!("{} ({})", r.check, r.detail))
+        .collect();
+    let (kind, severity, message) = if t.expected_failures.contains(&case.id) {
+        (
+            FindingKind::ExpectedFailure,
+            Severity::Info,
+            format!("fails as expected by the profile and as on the baseline: {}", failed_checks(case)),
+        )
+    } else if new_ways.is_empty() {
+        (FindingKind::KnownFailure, Severity::Info, format!("fails as on the baseline: {}", failed_checks(case)))
+    } else {
+        (
+            FindingKind::FailureChanged,
+            Severity::Warn,
+            format!("failed on the baseline and fails in a new way: {}", new_ways.join("; ")),
+        )
+    };
+    Finding { kind, severity, message, case: Some(case.id.clone()) }
 }
 
 /// A changed answer, traced to its first divergent token when both records carry tokens. A near-tie flip (the two

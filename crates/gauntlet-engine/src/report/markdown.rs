@@ -70,6 +70,15 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
             }
         }
     }
+    if let Some(line) = expected_failures_line(run) {
+        s.push_str(
+            "\n## Expected failures\n\nNo baseline yet, and some cases fail. If these failures are what this server \
+             and model do, paste this line into the profile: each case listed is then a note whichever way it fails \
+             (a case it does not list is a note only while it fails as on the baseline).\n\n```toml\n",
+        );
+        s.push_str(&line);
+        s.push_str("\n```\n");
+    }
     s.push_str(
         "\n## Cases\n\n| case | result | tokens | seconds | vs baseline | detail |\n|---|---|---|---|---|---|\n",
     );
@@ -266,4 +275,29 @@ pub(crate) fn code(s: &str) -> String {
         .map(|c| if c.is_control() || c == '`' || c == '\u{2028}' || c == '\u{2029}' { ' ' } else { c })
         .collect();
     format!("`{}`", inner.replace('|', "\\|"))
+}
+
+/// For a run without a baseline in which cases fail: the profile's `expected_failures` line with those cases added
+/// (in suite order, after the ones already declared), for the user to paste. None when nothing new fails.
+pub fn expected_failures_line(run: &RunRecord) -> Option<String> {
+    if run.baseline.is_some() {
+        return None;
+    }
+    let declared = &run.thresholds.expected_failures;
+    let failing: Vec<&String> = run
+        .cases
+        .iter()
+        .filter(|c| c.repeat_of.is_none() && c.status == CaseStatus::Fail && !declared.contains(&c.id))
+        .map(|c| &c.id)
+        .collect();
+    if failing.is_empty() {
+        return None;
+    }
+    // A JSON string is a TOML basic string; case ids are the suite's, escaped all the same.
+    let ids: Vec<String> = declared
+        .iter()
+        .chain(failing)
+        .map(|id| serde_json::Value::String(id.chars().filter(|c| !c.is_control()).collect()).to_string())
+        .collect();
+    Some(format!("expected_failures = [{}]", ids.join(", ")))
 }

@@ -4,6 +4,7 @@ mod github;
 pub mod html;
 pub(crate) mod junit;
 pub(crate) mod markdown;
+pub use markdown::expected_failures_line;
 pub mod merge;
 
 pub use github::{annotation as github_annotation, annotations as github_annotations};

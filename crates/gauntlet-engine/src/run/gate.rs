@@ -57,6 +57,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     crate::session::stamp_build(session.build_identity.as_ref(), &mut identity);
     let loaded = session.loaded();
     let load_seconds = session.load.clone().ok().flatten();
+    let load_cpu = session.load_cpu;
     if loaded
         && let Some(build) = rt.block_on(crate::session::server_build_info(&session.client))
         && let Value::Object(m) = &mut runtime
@@ -222,6 +223,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             command,
             pid: closed.pid,
             load_seconds,
+            load_cpu,
             loaded,
             stop: closed.stop,
             events: life.events,

@@ -364,6 +364,22 @@ impl ServerProcess {
     }
 
     /// The last `n` lines of the server log (reads at most the last 64 KiB).
+    /// What the server's process group has spent until now (see [`gauntlet_schema::LoadCpu`]); None when /proc
+    /// says nothing of it.
+    pub fn cpu_account(&self) -> Option<gauntlet_schema::LoadCpu> {
+        let members = group_members(self.pid() as i32);
+        let mut account = gauntlet_schema::LoadCpu { cpu_seconds: 0.0, wait_seconds: 0.0 };
+        let mut seen = false;
+        for pid in members {
+            if let Some(cpu) = cpu_seconds(pid) {
+                account.cpu_seconds += cpu;
+                account.wait_seconds += wait_seconds(pid);
+                seen = true;
+            }
+        }
+        seen.then_some(account)
+    }
+
     pub fn log_tail(&self, n: usize) -> Vec<String> {
         log_tail(&self.log_path, n)
     }
@@ -415,6 +431,39 @@ fn child_alive(pid: i32) -> bool {
         .ok()
         .and_then(|s| s.rfind(')').map(|i| s[i + 1..].trim_start().starts_with('Z')))
         .is_some_and(|zombie| !zombie)
+}
+
+/// User + system CPU seconds of `pid` (all its threads) and of its reaped children, from `/proc/PID/stat`.
+fn cpu_seconds(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may itself contain spaces or parentheses.
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks <= 0 {
+        return None;
+    }
+    // utime, stime, cutime, cstime: fields 14–17 of the line, 11–14 after the name.
+    let sum: u64 = fields.get(11..15)?.iter().map(|f| f.parse::<u64>().ok()).sum::<Option<u64>>()?;
+    Some(sum as f64 / ticks as f64)
+}
+
+/// Seconds the threads of `pid` alive now waited, runnable, for a CPU: the second field of each
+/// `/proc/PID/task/TID/schedstat` (nanoseconds), summed. 0 where the kernel keeps no schedstat.
+fn wait_seconds(pid: i32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let mut ns: u64 = 0;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(wait) = text.split_whitespace().nth(1).and_then(|f| f.parse::<u64>().ok()) {
+            ns = ns.saturating_add(wait);
+        }
+    }
+    ns as f64 / 1e9
 }
 
 pub fn log_tail(path: &Path, n: usize) -> Vec<String> {

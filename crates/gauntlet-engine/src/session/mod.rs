@@ -194,6 +194,8 @@ pub struct Session {
     pub life: Lifecycle,
     /// Readiness: the load seconds (None when attached), or why it failed.
     pub load: Result<Option<f64>, String>,
+    /// The spawned server's CPU time and wait for a CPU at ready (see [`gauntlet_schema::LoadCpu`]).
+    pub load_cpu: Option<gauntlet_schema::LoadCpu>,
     /// Readiness was cut by `ready_limit`.
     pub ready_timed_out: bool,
     /// Which probe answered first, and the model learned from `/v1/models`; None until ready.
@@ -267,6 +269,7 @@ impl Session {
             client,
             life: Lifecycle::new(),
             load: Err("not started".into()),
+            load_cpu: None,
             ready_timed_out: false,
             readiness: None,
             model: profile.request_model.clone(),
@@ -375,6 +378,8 @@ impl Session {
         };
         session.load = match ready {
             Ok(r) => {
+                // Read at once: what the load cost, before the suite adds to it.
+                session.load_cpu = session.process.as_ref().and_then(ServerProcess::cpu_account);
                 if let Some(m) = &r.discovered_model {
                     session.model = m.clone();
                 }

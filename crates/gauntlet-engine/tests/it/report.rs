@@ -66,6 +66,7 @@ fn record() -> (RunRecord, RunRecord) {
             command: vec!["llama-server".into()],
             pid: Some(42),
             load_seconds: Some(0.84),
+            load_cpu: None,
             loaded: true,
             stop: gauntlet_schema::StopOutcome::Crashed,
             events: Vec::new(),
@@ -153,6 +154,22 @@ fn run_record_round_trips_through_json() {
     assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&run).unwrap());
 }
 
+/// Every answered case of `run` decodes its 40 tokens at `tps` on the client's clock, and so does its median.
+fn client_speed(run: &mut RunRecord, tps: f64) {
+    run.decode.median_tokens_per_second = Some(tps);
+    for c in run.cases.iter_mut().filter(|c| c.answer.is_some()) {
+        c.seconds = Some(40.0 / tps);
+    }
+}
+
+/// Every answered case of `run` says (in its server timings) that it decoded at `tps`, and so does the median.
+fn server_speed(run: &mut RunRecord, tps: f64) {
+    run.decode.server_median_tokens_per_second = Some(tps);
+    for a in run.cases.iter_mut().filter_map(|c| c.answer.as_mut()) {
+        a.timings = Some(ServerTimings { predicted_per_second: Some(tps), ..ServerTimings::default() });
+    }
+}
+
 /// Decode speed against the baseline: a warning however slow (one run is one session, never a failure), compared on
 /// the server's own timings when both records carry them, its band widened by the spread of the promoted history.
 #[test]
@@ -164,31 +181,89 @@ fn slow_decode_warns_never_fails_prefers_server_timings_and_widens_by_the_histor
         let all = gauntlet_engine::verdict::assess_with(run, Some(base), t, spread);
         all.into_iter().filter(|f| f.kind == "slow-decode").collect()
     };
-    base.decode.median_tokens_per_second = Some(100.0);
+    client_speed(&mut base, 100.0);
     // A tenth of the baseline's speed: a warning, and the run's verdict from it is warn, not fail.
-    run.decode.median_tokens_per_second = Some(10.0);
+    client_speed(&mut run, 10.0);
     let found = slow(&run, &base, None);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].severity, gauntlet_schema::Severity::Warn);
     assert_eq!(gauntlet_engine::verdict::fold(&found), Verdict::Warn);
     // 80 % of the baseline warns below 85 %; with a ±5 % spread over the promoted history the band is 75 %.
-    run.decode.median_tokens_per_second = Some(80.0);
+    client_speed(&mut run, 80.0);
     assert!(slow(&run, &base, None)[0].message.contains("(the client's clock; warn below 85 %)"));
     assert!(slow(&run, &base, Some(0.05)).is_empty(), "inside the widened band");
-    run.decode.median_tokens_per_second = Some(70.0);
+    client_speed(&mut run, 70.0);
     let widened = slow(&run, &base, Some(0.05));
     assert!(widened[0].message.contains("warn below 75 %: 85 % widened by twice the ±5.0 % spread"), "{widened:?}");
     // The server's own timings say nothing changed: they are what counts when both records have them.
-    run.decode.server_median_tokens_per_second = Some(150.0);
+    server_speed(&mut run, 150.0);
     assert_eq!(slow(&run, &base, None).len(), 1, "the baseline has no server timings: the client's clock");
-    base.decode.server_median_tokens_per_second = Some(152.0);
+    server_speed(&mut base, 152.0);
     assert!(slow(&run, &base, None).is_empty());
-    run.decode.server_median_tokens_per_second = Some(100.0);
+    server_speed(&mut run, 100.0);
     assert!(slow(&run, &base, None)[0].message.contains("the server's timings"));
     // The spread of a promoted history: three runs at least.
     assert_eq!(gauntlet_engine::compare::decode_spread(&[100.0, 90.0]), None);
     let s = gauntlet_engine::compare::decode_spread(&[100.0, 90.0, 110.0]).unwrap();
     assert!((s - 0.1).abs() < 1e-9, "{s}");
+}
+
+/// Decode is judged case against case: a uniform 30 % slowdown warns; the same median slowdown from cases that
+/// disagree (a neighbour's build slowing some cases, not others) is a note; one case slowed alone is nothing.
+#[test]
+fn decode_is_judged_case_against_case_with_the_runs_own_spread() {
+    let (mut run, mut base) = record();
+    run.findings.clear();
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
+    run.cases = base.cases.clone();
+    let speeds = |run: &mut RunRecord, tps: &[f64]| {
+        for (c, tps) in run.cases.iter_mut().zip(tps) {
+            c.seconds = Some(40.0 / tps);
+            c.answer.as_mut().unwrap().timings =
+                Some(ServerTimings { predicted_per_second: Some(*tps), ..ServerTimings::default() });
+        }
+    };
+    let base_tps = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0, 80.0, 100.0];
+    speeds(&mut base, &base_tps);
+    let speed_findings = |run: &RunRecord, base: &RunRecord| -> Vec<(String, Severity)> {
+        gauntlet_engine::compare::compare(run, base, &run.thresholds)
+            .into_iter()
+            .filter(|f| f.kind == "slow-decode" || f.kind == "speed-unsettled")
+            .map(|f| (f.kind.to_string(), f.severity))
+            .collect()
+    };
+    // Every case 30 % slower (within ±3 %): the whole interval is below 85 %.
+    let slow: Vec<f64> = base_tps.iter().enumerate().map(|(i, v)| v * (0.7 + 0.006 * i as f64 - 0.03)).collect();
+    speeds(&mut run, &slow);
+    assert_eq!(speed_findings(&run, &base), [("slow-decode".to_string(), Severity::Warn)]);
+    let msg = gauntlet_engine::compare::compare(&run, &base, &run.thresholds)
+        .into_iter()
+        .find(|f| f.kind == "slow-decode")
+        .unwrap()
+        .message;
+    assert!(msg.contains("the median of 10 cases each against itself (the server's timings"), "{msg}");
+    // Six cases at half speed and four unchanged: the median is 50 % but the cases disagree.
+    let mixed: Vec<f64> = base_tps.iter().enumerate().map(|(i, v)| if i % 5 < 3 { v * 0.5 } else { *v }).collect();
+    speeds(&mut run, &mixed);
+    assert_eq!(speed_findings(&run, &base), [("speed-unsettled".to_string(), Severity::Info)]);
+    assert_eq!(
+        gauntlet_engine::verdict::fold(
+            &gauntlet_engine::compare::compare(&run, &base, &run.thresholds)
+                .into_iter()
+                .filter(|f| f.kind == "speed-unsettled")
+                .collect::<Vec<_>>()
+        ),
+        Verdict::Pass
+    );
+    // One case at a fifth of its speed, the rest unchanged: nothing to say.
+    let mut one = base_tps.to_vec();
+    one[0] *= 0.2;
+    speeds(&mut run, &one);
+    assert!(speed_findings(&run, &base).is_empty());
+    // Unchanged: nothing.
+    speeds(&mut run, &base_tps);
+    assert!(speed_findings(&run, &base).is_empty());
 }
 
 /// A slower load warns only when it is both over the ratio and longer by more than the noise floor: 20 ms → 110 ms

@@ -28,6 +28,7 @@ pub(crate) fn record(args: &[&str], note: &str) -> RunRecord {
             command: Vec::new(),
             pid: None,
             load_seconds: Some(1.0),
+            load_cpu: None,
             loaded: true,
             stop: gauntlet_schema::StopOutcome::Terminated,
             events: Vec::new(),

@@ -15,6 +15,11 @@ use crate::Outcome;
 use crate::exit::{Exit, Failure};
 use crate::terminal::outln;
 
+/// Where a new profile's known failures are declared: the first run (no baseline yet) offers the line to paste.
+const EXPECTED_FAILURES_HINT: &str = "# Cases this server is known to fail: the first `gauntlet run` (no baseline yet) prints \
+     the line to paste here,\n# e.g. expected_failures = [\"tool\", \"json\"]. A case failing as on the baseline is a \
+     note either way.\n";
+
 /// Each probe of a running server may take this long.
 const PROBE: Duration = Duration::from_secs(5);
 
@@ -44,6 +49,11 @@ pub(crate) fn init(
         .map_err(|e| Failure::bad_input(format!("cannot create `{}`: {e}", out.display())))?;
     file.write_all(text.as_bytes()).map_err(|e| super::unwritable(out, e))?;
     outln!("wrote {}; check it with `gauntlet check --manifest {}`", out.display(), out.display());
+    outln!(
+        "the first `gauntlet run --manifest {}` (no baseline yet) offers the cases that fail as an `expected_failures` \
+         line to paste",
+        out.display()
+    );
     Ok(Exit::Pass)
 }
 
@@ -97,6 +107,7 @@ fn attach_manifest(url: &str) -> Result<String, Failure> {
         }
     }
     t.push_str("load_timeout = \"120s\"\nrequest_timeout = \"120s\"\n");
+    t.push_str(EXPECTED_FAILURES_HINT);
     Ok(t)
 }
 
@@ -141,5 +152,6 @@ fn spawn_manifest(kind_name: &str, model: &str, revision: Option<&str>) -> Resul
          load_timeout = \"600s\"\nrequest_timeout = \"120s\"\n# Tools: {}\n",
         kind.tools
     ));
+    t.push_str(EXPECTED_FAILURES_HINT);
     Ok(t)
 }

@@ -107,6 +107,12 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     publish_to_github(&record, &out_dir);
     let mut stdout = crate::terminal::stdout();
     let _ = terminal::summary(&mut stdout, &record, &out_dir);
+    if let Some(line) = gauntlet_engine::report::expected_failures_line(&record) {
+        let _ = writeln!(
+            stdout,
+            "no baseline yet and cases fail; if that is what this server does, declare them in the profile:\n  {line}"
+        );
+    }
     if let Some(key) = &cache_key {
         let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default();
         if let Err(e) = skip_cache::remember(&cache_dir, key, &record, &report) {

@@ -94,6 +94,8 @@ struct Fixture {
     args: Vec<String>,
     answers: Vec<(&'static str, String)>,
     profile_extra: String,
+    /// Cases appended to [`SUITE`] (TOML `[[cases]]` tables).
+    suite_extra: String,
     executable: bool,
     model: bool,
 }
@@ -108,6 +110,7 @@ impl Fixture {
             args: Vec::new(),
             answers: good_answers(),
             profile_extra: String::new(),
+            suite_extra: String::new(),
             executable: true,
             model: true,
         }
@@ -120,6 +123,11 @@ impl Fixture {
 
     fn answers(mut self, answers: Vec<(&'static str, String)>) -> Fixture {
         self.answers = answers;
+        self
+    }
+
+    fn cases(mut self, toml: &str) -> Fixture {
+        self.suite_extra.push_str(toml);
         self
     }
 
@@ -167,7 +175,7 @@ impl Fixture {
         } else {
             let _ = std::fs::remove_file(root.join("models/tiny.gguf"));
         }
-        std::fs::write(root.join("suite.toml"), SUITE).unwrap();
+        std::fs::write(root.join("suite.toml"), format!("{SUITE}{}", self.suite_extra)).unwrap();
         let answers: serde_json::Map<String, serde_json::Value> =
             self.answers.iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v.clone()))).collect();
         std::fs::write(root.join("answers.json"), serde_json::to_string(&answers).unwrap()).unwrap();

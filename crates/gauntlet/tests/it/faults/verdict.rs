@@ -28,6 +28,52 @@ fn one_regression_warns_two_fail() {
     assert!(regressions.iter().all(|r| r["severity"] == "fail"));
 }
 
+/// A case that failed on the baseline and fails the same way now (the same checks failing) is a note: an unchanged
+/// server that always failed some cases passes. The first run offers them as an `expected_failures` line. A case
+/// failing in a new way (a check that passed on the baseline fails now) still warns.
+#[test]
+fn unchanged_failures_are_notes_and_a_new_way_of_failing_warns() {
+    // epsilon has two checks: its one-word answer passes `contains` and fails `min_words`.
+    let epsilon = "\n[[cases]]\nid = \"epsilon\"\nmax_tokens = 64\nmessages = [{ role = \"user\", content = \"Say \
+                   epsilon.\" }]\ncheck = { contains = [\"epsilon\"], min_words = 10 }\n";
+    let mut answers = good_answers();
+    answers[2].1 = answer("nothing");
+    answers.push(("Say epsilon.", "epsilon".into()));
+    let f = Fixture::new("known-fail").cases(epsilon).answers(answers.clone());
+    let baseline = f.baseline();
+    let first = std::fs::read_to_string(f.path().join("baseline-out/report.md")).unwrap();
+    assert!(first.contains("## Expected failures"), "{first}");
+    assert!(first.contains("expected_failures = [\"beta\", \"epsilon\"]"), "{first}");
+
+    let run = f.run(&["--baseline", &baseline]);
+    assert_eq!((run.code, run.verdict()), (0, "pass"), "{}", run.explain());
+    let noted = run.findings("known-failure");
+    let cases: Vec<_> = noted.iter().map(|n| (n["case"].as_str().unwrap(), n["severity"].as_str().unwrap())).collect();
+    assert_eq!(cases, [("beta", "info"), ("epsilon", "info")], "{}", run.explain());
+    assert_eq!(
+        (run.case("beta")["status"].as_str(), run.case("epsilon")["status"].as_str()),
+        (Some("fail"), Some("fail"))
+    );
+    let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
+    let notes = &report[report.find("## Notes").expect("a Notes section")..];
+    assert!(notes.contains("**known-failure** `beta`") && notes.contains("**known-failure** `epsilon`"), "{report}");
+    assert!(!report.contains("## Expected failures"), "offered only without a baseline: {report}");
+
+    // epsilon now answers at length without its word: `contains`, which passed on the baseline, fails.
+    let last = answers.len() - 1;
+    answers[last].1 = answer("nothing");
+    let f = f.answers(answers);
+    let changed = f.run_into("changed", &["--baseline", &baseline]);
+    assert_eq!((changed.code, changed.verdict()), (0, "warn"), "{}", changed.explain());
+    let warned = changed.findings("failure-changed");
+    assert_eq!(warned.len(), 1, "{}", changed.explain());
+    assert_eq!((warned[0]["case"].as_str(), warned[0]["severity"].as_str()), (Some("epsilon"), Some("warn")));
+    assert!(warned[0]["message"].as_str().unwrap().contains("contains (missing [\"epsilon\"])"), "{warned:?}");
+    let noted = changed.findings("known-failure");
+    assert_eq!(noted.len(), 1, "{}", changed.explain());
+    assert_eq!(noted[0]["case"], "beta");
+}
+
 #[test]
 fn under_half_passing_fails() {
     let wrong =
