@@ -530,6 +530,7 @@ mod tests {
         assert_eq!(b.means.len(), 10);
         let pair_sd = stats::std_sample(&b.pair_logs).unwrap();
         let block_sd = stats::std_sample(&b.means).unwrap();
+        eprintln!("synthetic +22 % period effect: sd {pair_sd:.4} per pair, {block_sd:.4} per block");
         assert!(pair_sd > 0.18 && block_sd < 0.03, "pair sd {pair_sd}, block sd {block_sd}");
         // Pair by pair the effect is noise and the twin cannot be told unchanged; per block it is, at the level of
         // the last of four looks shared by two deciding metrics.

@@ -299,6 +299,7 @@ fn paired_twin_behind_a_hop_that_holds_every_other_stream_is_no_change_with_the_
     assert!(record["pairs"].as_array().unwrap().len() <= 20);
     // The hop is in every pair's ratio and not in the blocks' means.
     let (pair_sd, block_sd) = (decode["pair_sd"].as_f64().unwrap(), decode["block_sd"].as_f64().unwrap());
+    eprintln!("decode log ratios: sd {pair_sd:.4} per pair, {block_sd:.4} per block");
     assert!(pair_sd > 3.0 * block_sd, "pair sd {pair_sd}, block sd {block_sd}\n{text}");
     // Named with its size: the first request of each pair about 40 ms later to its first token, whichever member.
     let ttft = period(&record, "ttft");
