@@ -5,7 +5,8 @@
 //! Accepts llama-server's `-m MODEL --host H --port P` so a gauntlet profile can start it like any server, plus:
 //!   --answers FILE          JSON object: substring of the last user message → answer text (default answer "ok");
 //!                           keys `__token_delay_ms` and `__load_delay_ms` set the delays below, so a test can slow
-//!                           the server down without changing its command line (which is part of the identity)
+//!                           the server down without changing its command line (which is part of the identity);
+//!                           `__steady_pace: "1"` paces streamed words from the stream's start, not word by word
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
 //!                           http500 | http400 (llama.cpp's context-size refusal) | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
 //!                           answer whose chunked framing breaks after its first event) | flood (12 MiB of
@@ -45,6 +46,9 @@
 //!                           a test sees the order in which several servers were asked
 //!   --proxy-to URL          be a delaying proxy to a real server at http://HOST:PORT instead (see `proxy.rs`)
 //!   --event-delay-us N      with --proxy-to: each streamed event N µs later than the last one's delay (cumulative)
+//!   --hold-first-ms N       with --proxy-to: hold every event of every other streamed answer (the 1st, 3rd, …)
+//!                           until N ms after its first arrived, then release them together (a small-write hop's
+//!                           Nagle against delayed ACK, or any hop that buffers the start of a stream)
 //!   --metrics-fault KIND    break `GET /metrics`: malformed | oversized (5 MiB) | hang | http404 | non-finite
 //!                           (NaN, +Inf and a counter change that overflows). Without it,
 //!                           `/metrics` is Prometheus text in vLLM's names whose counters advance per chat request
@@ -79,6 +83,9 @@ struct Config {
     crash_after: u32,
     load_delay_ms: u64,
     token_delay_ms: u64,
+    /// `__steady_pace: "1"`: the k-th streamed word is due k token delays after the stream began, so a busy
+    /// machine delays a word by one late wake-up instead of stretching every sleep (a decode that does not drift).
+    steady_pace: bool,
     ignore_sigterm: bool,
     leak_child: bool,
     escape_child: bool,
@@ -98,6 +105,7 @@ struct Config {
     request_log: Option<String>,
     proxy_to: Option<String>,
     event_delay_us: u64,
+    hold_first_ms: u64,
     metrics_fault: Option<String>,
 }
 
@@ -118,6 +126,7 @@ fn parse_args() -> Config {
             "--request-log" => c.request_log = Some(val()),
             "--proxy-to" => c.proxy_to = Some(val()),
             "--metrics-fault" => c.metrics_fault = Some(val()),
+            "--hold-first-ms" => c.hold_first_ms = val().parse().unwrap_or_else(|_| die("bad --hold-first-ms")),
             "--event-delay-us" => c.event_delay_us = val().parse().unwrap_or_else(|_| die("bad --event-delay-us")),
             "--host" => c.host = val(),
             "--port" => c.port = val().parse().unwrap_or_else(|_| die("bad --port")),
@@ -127,6 +136,7 @@ fn parse_args() -> Config {
                 let number = |k: &str| c.answers.get(k).and_then(|v| v.parse::<u64>().ok());
                 c.token_delay_ms = number("__token_delay_ms").unwrap_or(c.token_delay_ms);
                 c.load_delay_ms = number("__load_delay_ms").unwrap_or(c.load_delay_ms);
+                c.steady_pace = number("__steady_pace").is_some_and(|n| n != 0);
             }
             "--fault" => c.fault = Some(val()),
             "--prefix" => c.prefix = val(),
@@ -186,7 +196,8 @@ fn main() {
         std::process::exit(0);
     });
     if let Some(upstream) = &c.proxy_to {
-        proxy::serve(&c.host, c.port, upstream, Duration::from_micros(c.event_delay_us));
+        let hold = Duration::from_millis(c.hold_first_ms);
+        proxy::serve(&c.host, c.port, upstream, Duration::from_micros(c.event_delay_us), hold);
     }
     if c.escaper {
         escape(lifetime);
@@ -676,8 +687,14 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
     };
     stream.write_all(event(json!({"role": "assistant"}), Value::Null).as_bytes())?;
+    let began = std::time::Instant::now();
     for (i, w) in words.iter().enumerate() {
-        std::thread::sleep(Duration::from_millis(c.token_delay_ms));
+        if c.steady_pace {
+            let due = began + Duration::from_millis(c.token_delay_ms) * (i as u32 + 1);
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        } else {
+            std::thread::sleep(Duration::from_millis(c.token_delay_ms));
+        }
         if i == 1 && fault == Some("hang-mid-stream") {
             stream.flush()?;
             std::thread::sleep(Duration::from_secs(c.lifetime_s));

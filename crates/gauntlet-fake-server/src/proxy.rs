@@ -4,23 +4,36 @@
 //! microseconds after it arrived from the server. The delays add up, so each streamed token takes N µs longer
 //! than the server took, as a server slower by N µs per token would; a constant delay would only shift the
 //! stream. Other answers are forwarded whole.
+//!
+//! `--hold-first-ms H`: the 1st, 3rd, 5th, … streamed answer this proxy forwards (counted over all its
+//! connections) has its events held until H ms after its first event arrived, then released together, as a hop
+//! whose small writes wait on a delayed ACK holds the start of every other stream and then bursts it. In front of
+//! two members of a paired bench asked one request at a time, that is the first request of every pair.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Largest request body and largest non-streamed answer forwarded.
 const BODY_CAP: usize = 16 << 20;
 
-pub fn serve(host: &str, port: u16, upstream: &str, delay: Duration) -> ! {
+/// Streamed answers forwarded so far (for `--hold-first-ms`).
+static STREAMS: AtomicU64 = AtomicU64::new(0);
+
+pub fn serve(host: &str, port: u16, upstream: &str, delay: Duration, hold: Duration) -> ! {
     let target = upstream.strip_prefix("http://").unwrap_or(upstream).trim_end_matches('/').to_owned();
     let listener = TcpListener::bind((host, port)).unwrap_or_else(|e| super::die(&format!("bind: {e}")));
-    eprintln!("fake-server: proxy on {host}:{port} to {target}, {} µs per event", delay.as_micros());
+    eprintln!(
+        "fake-server: proxy on {host}:{port} to {target}, {} µs per event, every other stream held {} ms",
+        delay.as_micros(),
+        hold.as_millis()
+    );
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let target = target.clone();
         std::thread::spawn(move || {
-            if let Err(e) = forward(stream, &target, delay) {
+            if let Err(e) = forward(stream, &target, delay, hold) {
                 eprintln!("fake-server: proxy: {e}");
             }
         });
@@ -51,7 +64,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<()> {
+fn forward(client: TcpStream, target: &str, delay: Duration, hold: Duration) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     let mut client = client;
     let (request_line, headers) = read_head(&mut reader)?;
@@ -96,6 +109,8 @@ fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<
         format!("{status}\r\nContent-Type: {content_type}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
             .as_bytes(),
     )?;
+    let held = !hold.is_zero() && STREAMS.fetch_add(1, Ordering::SeqCst).is_multiple_of(2);
+    let mut held_until: Option<Instant> = None;
     let mut pending: Vec<u8> = Vec::new();
     let mut k: u32 = 0;
     // The answer's bytes as they come: chunk by chunk (chunked framing), or read by read (closed at the end).
@@ -106,7 +121,8 @@ fn forward(client: TcpStream, target: &str, delay: Duration) -> std::io::Result<
         while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
             let event: Vec<u8> = pending.drain(..end + 2).collect();
             k += 1;
-            let due = arrived + delay * k;
+            let release = *held_until.get_or_insert(if held { arrived + hold } else { arrived });
+            let due = (arrived + delay * k).max(release);
             let now = Instant::now();
             if due > now {
                 std::thread::sleep(due - now);

@@ -8,9 +8,18 @@ use serde::{Deserialize, Serialize};
 use crate::Finding;
 use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 
-/// 2: each side's `server_metrics` (its Prometheus counters around each of its sessions). 3: a server metric that
-/// is not a finite number is kept as a marker in `server_metrics.non_finite`, never as a number.
+/// 2: each side's `server_metrics` (its Prometheus counters around each of its sessions).
+/// 3: a server metric that is not a finite number is kept as a marker in `server_metrics.non_finite`, never as a
+/// number; and the crossover analysis: each metric judged on its ABBA blocks (`MetricVerdict::blocks`, `pair_sd`,
+/// `block_sd`), the metrics the verdict rests on (`deciding`, `MetricVerdict::deciding`), the period effect per
+/// metric (`period_effects`), each pair's values (`Pair::values`). A version 2 record reads with none of them (its
+/// metrics judged pair by pair, every one deciding).
 pub const PAIRED_VERSION: u32 = 3;
+
+/// The metrics a paired bench judges: the name a manifest's `[profiles.P.bench] decide` gives each, and the name
+/// in `paired.json`.
+pub const METRIC_NAMES: &[(&str, &str)] =
+    &[("decode", "decode_tokens_per_second"), ("ttft", "ttft"), ("itl", "itl_mean"), ("e2el", "e2el")];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {
@@ -59,6 +68,45 @@ pub struct MetricVerdict {
     pub mde: Option<f64>,
     pub call: Call,
     pub why: String,
+    /// The ABBA blocks (pairs `2j` and `2j + 1`) the call was made on (v3; 0 in a version 2 record, whose calls
+    /// were made on the pairs alone).
+    #[serde(default)]
+    pub blocks: usize,
+    /// Whether the bench's verdict rests on this metric (v3; every metric did before).
+    #[serde(default = "yes")]
+    pub deciding: bool,
+    /// The standard deviation of the per-pair log ratios, and of the per-block means the call was made on: a
+    /// period effect shows as a pair sd far above the block sd (v3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_sd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_sd: Option<f64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The period effect of one metric: how the first request of a pair differs from the second, whichever member it
+/// is, estimated from the ABBA blocks' half-differences (v3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeriodEffect {
+    pub metric: String,
+    pub blocks: usize,
+    /// exp(median over blocks of ln(first / second)) − 1: positive when the first request's value is the larger.
+    pub change: f64,
+    /// The bootstrap interval of that change at `confidence`.
+    pub interval: (f64, f64),
+    pub confidence: f64,
+    /// The median over blocks of first − second in the metric's own unit (seconds, or tokens per second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference: Option<f64>,
+    pub p_value: Option<f64>,
+    /// The whole interval lies beyond the equivalence margin: large enough to say so in words.
+    pub large: bool,
+    /// The plain sentence, when large.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentence: Option<String>,
 }
 
 /// One server of the pair.
@@ -86,6 +134,9 @@ pub struct Pair {
     pub b: RequestRecord,
     /// ln(B / A) per metric; a metric missing on a side is absent.
     pub log_ratios: BTreeMap<String, f64>,
+    /// Per metric, `[A, B]`: the values the ratio was taken of (v3).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, [f64; 2]>,
 }
 
 /// Whether A and B decoded the same number of tokens.
@@ -118,7 +169,18 @@ pub struct PairedRecord {
     pub rules: PairedRules,
     pub equal_work: EqualWork,
     pub pairs: Vec<Pair>,
+    /// The metrics the verdict rests on (v3; every metric in a version 2 record), and why those.
+    #[serde(default)]
+    pub deciding: Vec<String>,
+    #[serde(default)]
+    pub deciding_why: String,
     pub metrics: Vec<MetricVerdict>,
+    /// Per metric, the first-versus-second effect the crossover analysis cancelled (v3).
+    #[serde(default)]
+    pub period_effects: Vec<PeriodEffect>,
+    /// What was done with pairs outside a complete ABBA block (an odd last pair), when there was one (v3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_out: Option<String>,
     /// Why the run stopped where it did.
     pub stopped: String,
     pub verdict: BenchVerdict,

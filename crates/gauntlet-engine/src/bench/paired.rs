@@ -4,21 +4,29 @@
 //! - Order: pair `i` runs A then B when `i` is even, B then A when odd (ABBA / BAAB blocks), the same prompt for
 //!   both members, so that a trend within the run favours neither side.
 //! - Per pair and metric, the log ratio `ln(B / A)`.
-//! - Test: the two-sided Wilcoxon signed-rank test on the log ratios; zeros dropped (Wilcoxon's convention), tied
-//!   magnitudes given their average rank. Exact (the distribution of the rank sum enumerated, ties included) up to
-//!   [`EXACT_MAX`] non-zero ratios, normal approximation with tie and continuity correction above.
-//! - Interval: a seeded percentile bootstrap of the median log ratio, reported as a relative change `exp(x) − 1`.
-//! - MDE: `power::minimum_detectable_effect` of the mean log ratio's standard error (sample sd / √n), as a relative
-//!   change.
-//! - Sequential stopping: looks at a fixed schedule ([`looks`]: the minimum number of pairs, then every
-//!   [`LOOK_EVERY`] pairs, and the last pair). Each look tests at `alpha / looks` (Bonferroni), so the chance of
-//!   a false call over all looks stays below `alpha`.
-//! - Several metrics: a look's level is shared by the metrics it judges ([`holm_levels`], Holm's step-down), so
-//!   the chance that an unchanged twin has *any* metric called stays below `alpha` too, not once per metric. Each
-//!   metric's interval is at one minus its own level.
+//! - Crossover analysis ([`blocks`]): pairs `2j` (A first) and `2j + 1` (B first) form a block. Whatever being
+//!   the first request of a pair does to a metric (a hop that holds the first tokens of every other request, a
+//!   cache that has the second answer ready) enters the two ratios of a block with opposite signs: the block's
+//!   mean ratio cancels it, and half their difference estimates it ([`period_effect`]). The calls are made on the
+//!   block means; an odd last pair has no partner and is left out of them (recorded, not analysed).
+//! - Test: the two-sided Wilcoxon signed-rank test on the block means; zeros dropped (Wilcoxon's convention),
+//!   tied magnitudes given their average rank. Exact (the distribution of the rank sum enumerated, ties included)
+//!   up to [`EXACT_MAX`] non-zero values, normal approximation with tie and continuity correction above. With
+//!   `n` blocks the smallest p is `2 / 2^n`: 4 blocks (8 pairs) cannot be significant at any useful level, 8 blocks
+//!   (16 pairs) can, so a call of a change needs about 16 pairs; "no change" (an interval) can come earlier.
+//! - Interval: a seeded percentile bootstrap of the median block mean, reported as a relative change `exp(x) − 1`.
+//! - MDE: `power::minimum_detectable_effect` of the mean block mean's standard error (sample sd / √blocks), as a
+//!   relative change.
+//! - Sequential stopping: looks at a fixed schedule ([`looks`]: at block boundaries, the minimum number of pairs,
+//!   then every [`LOOK_EVERY`] pairs, and the last pair). Each look tests at `alpha / looks` (Bonferroni), so the
+//!   chance of a false call over all looks stays below `alpha`.
+//! - Several metrics: a look's level is shared by the metrics the verdict rests on (the deciding ones,
+//!   [`holm_levels`], Holm's step-down), so the chance that an unchanged twin has *any* deciding metric called
+//!   stays below `alpha` too, not once per metric. A metric that does not decide is judged at the look's whole
+//!   level and only reported. Each metric's interval is at one minus its own level.
 
 use gauntlet_schema::bench::{Better, Call};
-pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules};
+pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules, PeriodEffect};
 
 use super::power::minimum_detectable_effect;
 use super::stats::{self, Rng};
@@ -33,13 +41,148 @@ pub fn order(pairs: usize) -> Vec<[Member; 2]> {
     (0..pairs).map(|i| if i % 2 == 0 { [Member::A, Member::B] } else { [Member::B, Member::A] }).collect()
 }
 
-/// The pair counts at which the statistics are looked at: `min_pairs` (at most `max_pairs`), then every
-/// [`LOOK_EVERY`] pairs, and `max_pairs`.
+/// The pair counts at which the statistics are looked at, each at the end of a block: `min_pairs` (rounded up to a
+/// whole block, at least one), then every [`LOOK_EVERY`] pairs, and `max_pairs`. An odd `max_pairs` is the last
+/// look (its last pair measured, outside any block), and the look at the block before it is not repeated.
 pub fn looks(min_pairs: usize, max_pairs: usize) -> Vec<usize> {
     let max = max_pairs.max(1);
-    let mut out: Vec<usize> = (min_pairs.clamp(1, max)..max).step_by(LOOK_EVERY).collect();
+    let whole = max - max % 2;
+    let first = (min_pairs + min_pairs % 2).max(2).min(whole);
+    let mut out: Vec<usize> = (first..whole).step_by(LOOK_EVERY).collect();
     out.push(max);
     out
+}
+
+/// One pair of one metric for the crossover analysis: its order and the `[A, B]` values (`None` where the metric
+/// is missing on a side).
+pub type PairValues = ([Member; 2], Option<[f64; 2]>);
+
+/// A metric's ABBA blocks: pairs `2j` (A first) and `2j + 1` (B first), both with the metric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Blocks {
+    /// Per block, the mean of its two log ratios `ln(B / A)`: a first-versus-second effect cancels in it.
+    pub means: Vec<f64>,
+    /// Per block, half the difference of its two ratios: `ln(first / second)` averaged over its two pairs.
+    pub period: Vec<f64>,
+    /// Per block, first − second in the metric's own unit, averaged over its two pairs.
+    pub difference: Vec<f64>,
+    /// The per-pair log ratios of the pairs in the blocks, in order.
+    pub pair_logs: Vec<f64>,
+}
+
+/// The complete blocks of a metric's pairs in run order: pairs `2j` and `2j + 1`, the first in A-B order and the
+/// second in B-A order, both with a positive finite value on each side. A block missing either is left out whole
+/// (its one ratio would carry the period effect uncancelled); so is an odd last pair.
+pub fn blocks(series: &[PairValues]) -> Blocks {
+    use Member::{A, B};
+    let mut out = Blocks::default();
+    let good = |v: &Option<[f64; 2]>| v.filter(|[a, b]| a.is_finite() && b.is_finite() && *a > 0.0 && *b > 0.0);
+    for block in series.chunks_exact(2) {
+        let (([A, B], first), ([B, A], second)) = (&block[0], &block[1]) else { continue };
+        let (Some([a1, b1]), Some([a2, b2])) = (good(first), good(second)) else { continue };
+        let (r1, r2) = ((b1 / a1).ln(), (b2 / a2).ln());
+        out.means.push((r1 + r2) / 2.0);
+        // A first in the first pair (first / second = A / B = −r1), B first in the second (B / A = r2).
+        out.period.push((r2 - r1) / 2.0);
+        out.difference.push(((a1 - b1) + (b2 - a2)) / 2.0);
+        out.pair_logs.extend([r1, r2]);
+    }
+    out
+}
+
+/// Judges one metric on its blocks ([`judge`] of the block means), saying how many blocks and both spreads.
+pub fn judge_blocks(
+    metric: &str,
+    blocks: &Blocks,
+    better: Better,
+    rules: &PairedRules,
+    alpha_look: f64,
+    deciding: bool,
+) -> Option<MetricVerdict> {
+    let mut v = judge(metric, &blocks.means, better, rules, alpha_look)?;
+    v.pairs = blocks.pair_logs.len();
+    v.blocks = blocks.means.len();
+    v.deciding = deciding;
+    v.pair_sd = stats::std_sample(&blocks.pair_logs);
+    v.block_sd = stats::std_sample(&blocks.means);
+    Some(v)
+}
+
+/// The period effect of one metric from its blocks' half-differences: its median as a relative change of the
+/// first request of a pair against the second, a bootstrap interval at `1 − alpha`, the signed-rank p, and
+/// whether it is large (the whole interval beyond the equivalence margin), then with a sentence. `None` without a
+/// block.
+pub fn period_effect(metric: &str, blocks: &Blocks, better: Better, rules: &PairedRules) -> Option<PeriodEffect> {
+    if blocks.period.is_empty() || blocks.period.iter().any(|x| !x.is_finite()) {
+        return None;
+    }
+    let confidence = 1.0 - rules.alpha;
+    let median = stats::percentile(&blocks.period, 0.5)?;
+    let (lo, hi) = median_interval(&blocks.period, rules.resamples, confidence, rules.seed)?;
+    let interval = (lo.exp_m1(), hi.exp_m1());
+    let change = median.exp_m1();
+    let difference = stats::percentile(&blocks.difference, 0.5);
+    let large = interval.0 > rules.equivalence || interval.1 < -rules.equivalence;
+    Some(PeriodEffect {
+        metric: metric.into(),
+        blocks: blocks.period.len(),
+        change,
+        interval,
+        confidence,
+        difference,
+        p_value: signed_rank_p(&blocks.period),
+        large,
+        sentence: large.then(|| period_sentence(metric, better, change, difference)),
+    })
+}
+
+/// "the first request of each pair is 35 ms slower to its first token (+410 %): …", for a large period effect.
+fn period_sentence(metric: &str, better: Better, change: f64, difference: Option<f64>) -> String {
+    let pct = format!("{:+.0} %", change * 100.0);
+    let ms = |d: f64| {
+        let ms = d.abs() * 1000.0;
+        if ms < 10.0 { format!("{ms:.1} ms") } else { format!("{ms:.0} ms") }
+    };
+    // Whether the first request of a pair comes off worse on this metric.
+    let first_worse = match better {
+        Better::Lower => change > 0.0,
+        Better::Higher => change < 0.0,
+    };
+    let what = match (metric, better) {
+        (_, Better::Higher) => {
+            let rate = difference.map_or(String::new(), |d| format!(", {:+.1} per second", d));
+            let way = if change > 0.0 { "faster" } else { "slower" };
+            format!("decodes {:.0} % {way} ({pct}{rate})", change.abs() * 100.0)
+        }
+        (m, Better::Lower) => {
+            let way = if change > 0.0 { "slower" } else { "faster" };
+            let tail = match m {
+                "ttft" => " to its first token",
+                "e2el" => " end to end",
+                "itl_mean" => " per output token",
+                _ => "",
+            };
+            match difference {
+                Some(d) => format!("is {} {way}{tail} ({pct})", ms(d)),
+                None => format!("is {:.0} % {way}{tail}", change.abs() * 100.0),
+            }
+        }
+    };
+    let cause = match (first_worse, better) {
+        (true, _) => {
+            "typical of a buffering hop (small writes held against delayed ACKs) or of a cache that has \
+                      the second answer ready"
+        }
+        (false, Better::Higher) => {
+            "typical of a hop that holds the first tokens and then bursts them, which \
+                                    shortens the decode measured from the first token"
+        }
+        (false, Better::Lower) => "the second request of a pair waits on something the first left behind",
+    };
+    format!(
+        "the first request of each pair {what}, whichever member it is: {cause}; the crossover analysis cancels it \
+         from B against A"
+    )
 }
 
 /// Holm's step-down levels for p-values tested together at family level `alpha`: the smallest p is tested at
@@ -134,7 +277,8 @@ pub fn median_interval(values: &[f64], resamples: usize, confidence: f64, seed: 
     Some((stats::percentile(&medians, tail)?, stats::percentile(&medians, 1.0 - tail)?))
 }
 
-/// Judges one metric from its per-pair log ratios `ln(B / A)`, testing at `alpha_look`. `None` without a ratio.
+/// Judges one metric from its contrasts (the block means of `ln(B / A)`, or any log ratios), testing at
+/// `alpha_look`. `None` without a contrast.
 pub fn judge(
     metric: &str,
     logs: &[f64],
@@ -193,15 +337,20 @@ pub fn judge(
         mde,
         call,
         why,
+        blocks: 0,
+        deciding: true,
+        pair_sd: None,
+        block_sd: None,
     })
 }
 
-/// Whether to stop after `done` pairs: at a look where every metric is decided, or at the last look.
+/// Whether to stop after `done` pairs: at a look where every deciding metric is decided, or at the last look.
 pub fn stop_after(done: usize, schedule: &[usize], verdicts: &[MetricVerdict]) -> bool {
     if schedule.last().is_some_and(|last| done >= *last) {
         return true;
     }
-    schedule.contains(&done) && !verdicts.is_empty() && verdicts.iter().all(|v| v.call != Call::Inconclusive)
+    let mut deciding = verdicts.iter().filter(|v| v.deciding).peekable();
+    schedule.contains(&done) && deciding.peek().is_some() && deciding.all(|v| v.call != Call::Inconclusive)
 }
 
 #[cfg(test)]
@@ -322,6 +471,12 @@ mod tests {
         assert_eq!(looks(8, 8), vec![8]);
         assert_eq!(looks(8, 5), vec![5]);
         assert_eq!(looks(6, 9), vec![6, 9]);
+        // At block boundaries: an odd minimum rounds up; an odd last pair is the last look, the block before it
+        // not looked at twice.
+        assert_eq!(looks(7, 20), vec![8, 12, 16, 20]);
+        assert_eq!(looks(8, 9), vec![9]);
+        assert_eq!(looks(8, 13), vec![8, 13]);
+        assert_eq!(looks(1, 1), vec![1]);
         let rules = PairedRules::default();
         let run = |shift: f64, noise: f64, max: usize| -> usize {
             let schedule = looks(8, max);
@@ -345,5 +500,129 @@ mod tests {
         let decided = judge("x", &noisy(9, 0.0, 1), Better::Higher, &rules, 0.05).unwrap();
         assert!(!stop_after(9, &[8, 12], std::slice::from_ref(&decided)), "9 is not a look");
         assert!(stop_after(8, &[8, 12], &[decided]));
+    }
+
+    /// `n` pairs in ABBA order of a metric whose value is 100 on A and `100 · e^shift` on B, each times its own
+    /// noise, with the first request of each pair `first` times the second's (a period effect), plus `first_add`.
+    fn crossover(n: usize, shift: f64, noise: f64, first: f64, first_add: f64, seed: u64) -> Vec<PairValues> {
+        let mut rng = Rng::new(seed);
+        order(n)
+            .into_iter()
+            .map(|o| {
+                let (mut a, mut b) =
+                    (100.0 * (noise * rng.normal()).exp(), 100.0 * (shift + noise * rng.normal()).exp());
+                match o[0] {
+                    Member::A => a = a * first + first_add,
+                    Member::B => b = b * first + first_add,
+                }
+                (o, Some([a, b]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_cancel_a_first_versus_second_effect_and_estimate_it() {
+        let rules = PairedRules::default();
+        // An unchanged twin whose first request of each pair decodes 22 % faster (a hop that bursts its held
+        // tokens), 2 % noise per request, 20 pairs: the issue's shape (pair sd 0.233, block sd 0.046 on the GPU).
+        let series = crossover(20, 0.0, 0.02, 1.22, 0.0, 21);
+        let b = blocks(&series);
+        assert_eq!(b.means.len(), 10);
+        let pair_sd = stats::std_sample(&b.pair_logs).unwrap();
+        let block_sd = stats::std_sample(&b.means).unwrap();
+        eprintln!("synthetic +22 % period effect: sd {pair_sd:.4} per pair, {block_sd:.4} per block");
+        assert!(pair_sd > 0.18 && block_sd < 0.03, "pair sd {pair_sd}, block sd {block_sd}");
+        // Pair by pair the effect is noise and the twin cannot be told unchanged; per block it is, at the level of
+        // the last of four looks shared by two deciding metrics.
+        let level = 0.05 / 4.0 / 2.0;
+        let alone = judge("decode", &b.pair_logs, Better::Higher, &rules, level).unwrap();
+        assert_eq!(alone.call, Call::Inconclusive, "{alone:?}");
+        let v = judge_blocks("decode", &b, Better::Higher, &rules, level, true).unwrap();
+        assert_eq!(v.call, Call::NoChange, "{v:?}");
+        assert_eq!((v.pairs, v.blocks, v.deciding), (20, 10, true));
+        assert_eq!((v.pair_sd, v.block_sd), (Some(pair_sd), Some(block_sd)));
+        assert!(v.mde.unwrap() < alone.mde.unwrap() / 4.0, "{v:?} against {alone:?}");
+        // The period effect: +22 % on the first request, large, in words.
+        let e = period_effect("decode_tokens_per_second", &b, Better::Higher, &rules).unwrap();
+        assert!((e.change - 0.22).abs() < 0.03 && e.large && e.blocks == 10, "{e:?}");
+        assert!(e.interval.0 > 0.15 && e.interval.1 < 0.30, "{e:?}");
+        let sentence = e.sentence.unwrap();
+        assert!(
+            sentence.starts_with("the first request of each pair decodes 2") && sentence.contains("faster"),
+            "{sentence}"
+        );
+        // A real 10 % slowdown under the same period effect is still called, at 20 pairs.
+        let slow = blocks(&crossover(20, (0.9f64).ln(), 0.02, 1.22, 0.0, 22));
+        let v = judge_blocks("decode", &slow, Better::Higher, &rules, level, true).unwrap();
+        assert_eq!(v.call, Call::Regression, "{v:?}");
+        assert!((v.median_change + 0.10).abs() < 0.02, "{v:?}");
+        // Without a period effect the period is small and says nothing.
+        let quiet = blocks(&crossover(20, 0.0, 0.02, 1.0, 0.0, 23));
+        let e = period_effect("decode_tokens_per_second", &quiet, Better::Higher, &rules).unwrap();
+        assert!(!e.large && e.sentence.is_none() && e.change.abs() < 0.02, "{e:?}");
+    }
+
+    #[test]
+    fn a_held_first_token_is_named_in_milliseconds() {
+        let rules = PairedRules::default();
+        // TTFT of 10 ms (values in seconds), the first request of each pair 40 ms later.
+        let series: Vec<PairValues> = crossover(12, 0.0, 0.05, 1.0, 0.0, 5)
+            .into_iter()
+            .map(|(o, v)| {
+                let [a, b] = v.unwrap().map(|x| x / 10_000.0);
+                let (a, b) = if o[0] == Member::A { (a + 0.040, b) } else { (a, b + 0.040) };
+                (o, Some([a, b]))
+            })
+            .collect();
+        let b = blocks(&series);
+        let e = period_effect("ttft", &b, Better::Lower, &rules).unwrap();
+        assert!(e.large && (e.difference.unwrap() - 0.040).abs() < 0.002, "{e:?}");
+        let sentence = e.sentence.unwrap();
+        assert!(
+            sentence.contains("is 40 ms slower to its first token") && sentence.contains("buffering hop"),
+            "{sentence}"
+        );
+        assert!(!judge_blocks("ttft", &b, Better::Lower, &rules, 0.05, false).unwrap().deciding);
+    }
+
+    #[test]
+    fn a_block_needs_both_pairs_in_abba_order_and_an_odd_last_pair_is_left_out() {
+        use Member::{A, B};
+        let v = |a: f64, b: f64| Some([a, b]);
+        // Block 1 complete; block 2 missing a value; block 3 complete; a lone last pair.
+        let series = vec![
+            ([A, B], v(1.0, 2.0)),
+            ([B, A], v(1.0, 1.0)),
+            ([A, B], v(1.0, 2.0)),
+            ([B, A], None),
+            ([A, B], v(2.0, 1.0)),
+            ([B, A], v(4.0, 1.0)),
+            ([A, B], v(1.0, 9.0)),
+        ];
+        let b = blocks(&series);
+        assert_eq!(b.means.len(), 2);
+        let ln2 = 2f64.ln();
+        // Block 1: r1 = ln 2 (A first), r2 = 0 (B first): mean ln2 / 2, period (0 − ln 2) / 2, first − second:
+        // ((1 − 2) + (1 − 1)) / 2.
+        assert!((b.means[0] - ln2 / 2.0).abs() < 1e-12 && (b.period[0] + ln2 / 2.0).abs() < 1e-12);
+        assert_eq!(b.difference[0], -0.5);
+        assert_eq!(b.pair_logs.len(), 4);
+        // Out of order (a block starting B first), zero or non-finite values: no block.
+        assert!(blocks(&[([B, A], v(1.0, 2.0)), ([A, B], v(1.0, 2.0))]).means.is_empty());
+        assert!(blocks(&[([A, B], v(0.0, 2.0)), ([B, A], v(1.0, 2.0))]).means.is_empty());
+        assert!(blocks(&[([A, B], v(f64::NAN, 2.0)), ([B, A], v(1.0, 2.0))]).means.is_empty());
+        assert_eq!(period_effect("x", &Blocks::default(), Better::Lower, &PairedRules::default()), None);
+    }
+
+    #[test]
+    fn stopping_waits_for_the_deciding_metrics_only() {
+        let rules = PairedRules::default();
+        let decided = judge("decode", &noisy(9, 0.0, 1), Better::Higher, &rules, 0.05).unwrap();
+        let mut wild = judge("ttft", &[0.3, -0.3, 0.2], Better::Lower, &rules, 0.05).unwrap();
+        assert_eq!(wild.call, Call::Inconclusive);
+        assert!(!stop_after(8, &[8, 12], &[decided.clone(), wild.clone()]));
+        wild.deciding = false;
+        assert!(stop_after(8, &[8, 12], &[decided.clone(), wild.clone()]), "an undecided reported metric");
+        assert!(!stop_after(8, &[8, 12], std::slice::from_ref(&wild)), "no deciding metric: no early stop");
     }
 }

@@ -76,6 +76,9 @@ pub struct Profile {
     /// `[profiles.P.bench] paired = "alternate"`: in a paired bench this profile's server cannot share the device
     /// with the other's, so the two run one at a time (`"both"`, the default: both up at once).
     pub paired_alternate: bool,
+    /// `[profiles.P.bench] decide = ["decode", "e2el"]`: the metrics a paired bench of this profile rests its verdict
+    /// on (names of `gauntlet_schema::paired::METRIC_NAMES`); `None`: the default (`run::paired::deciding`).
+    pub bench_decide: Option<Vec<String>>,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,
     /// The server's wire dialect (`dialect = "vllm"`; `llama.cpp` when not told), one of [`DIALECTS`]: its thinking
@@ -899,6 +902,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     };
     let bench = super::qualify::read_bench_workload(p, &r, root);
     let paired_alternate = super::qualify::read_bench_paired(p, &r);
+    let bench_decide = super::qualify::read_bench_decide(p, &r);
     let mut qualify = super::qualify::read_qualify(p, &r, root, load_timeout, suite_budget);
     qualify.monitor.require_rss = !attach;
     if p.errors.len() > errors_before {
@@ -928,6 +932,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         qualify,
         bench,
         paired_alternate,
+        bench_decide,
         features: declared,
         dialect,
         metrics_path,

@@ -275,7 +275,7 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
         r,
         "bench",
         Workload::new(vec![1, 2], 64, 1, 5),
-        &["prompts", "rate", "seed", "slo", "paired"],
+        &["prompts", "rate", "seed", "slo", "paired", "decide"],
     );
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
@@ -316,6 +316,31 @@ pub(crate) fn read_bench_paired(p: &mut Problems, r: &Reader) -> bool {
             false
         }
     }
+}
+
+/// `[profiles.P.bench] decide`: a non-empty list of distinct metric names (`decode`, `ttft`, `itl`, `e2el`) a
+/// paired bench's verdict rests on; `None` when absent or wrong (an error then).
+pub(crate) fn read_bench_decide(p: &mut Problems, r: &Reader) -> Option<Vec<String>> {
+    let t = r.table_of(p, "bench")?;
+    let b = Reader::new(t, r.at("bench"));
+    let names = b.string_array(p, "decide")?;
+    let known: Vec<&str> = gauntlet_schema::paired::METRIC_NAMES.iter().map(|(short, _)| *short).collect();
+    let expected = || format!("expected some of {}", known.join(", "));
+    if names.is_empty() {
+        p.error(&b.at("decide"), format!("an empty list decides nothing: {}", expected()));
+        return None;
+    }
+    for (i, n) in names.iter().enumerate() {
+        if !known.contains(&n.as_str()) {
+            p.error(&b.at("decide"), format!("{n:?}: {}", expected()));
+            return None;
+        }
+        if names[..i].contains(n) {
+            p.error(&b.at("decide"), format!("{n:?} is named twice"));
+            return None;
+        }
+    }
+    Some(names)
 }
 
 pub(crate) fn read_qualify(

@@ -1,6 +1,7 @@
 //! `gauntlet bench --profile B --paired-with A`: one request at a time, A and B in ABBA / BAAB order with the same
-//! prompt for both members of a pair, per-pair log ratios judged by `crate::bench::paired`, stopping at the first
-//! look where every metric is decided. Writes `paired.json` (versioned: [`PAIRED_VERSION`]) and `paired.md`.
+//! prompt for both members of a pair, per-pair log ratios judged per ABBA block by `crate::bench::paired` (the
+//! crossover analysis), stopping at the first look where every deciding metric is decided ([`deciding`]). Writes
+//! `paired.json` (versioned: [`PAIRED_VERSION`]) and `paired.md`.
 //!
 //! Both servers are up at once (`both`), or, when `[profiles.B.bench] paired = "alternate"` says they cannot share
 //! the device, one at a time (`alternate`): the server of the next member is started when the order switches
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
-pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, Side};
+pub use gauntlet_schema::paired::{EqualWork, METRIC_NAMES, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
 use serde_json::{Map, Value, json};
 
 use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
@@ -37,6 +38,49 @@ pub struct PairedOptions {
     pub min_pairs: usize,
     pub max_pairs: usize,
     pub mode: PairedMode,
+    /// The benched profile's `[profiles.P.bench] decide` (names of [`METRIC_NAMES`]); `None`: the default
+    /// ([`deciding`]).
+    pub decide: Option<Vec<String>>,
+}
+
+/// A prompt of at least this many characters (about 500 tokens of English) is long: its prefill is a real part
+/// of a request, and TTFT decides by default.
+pub const LONG_PROMPT_CHARS: usize = 2000;
+
+/// The metrics the verdict rests on (their `paired.json` names) and why those: the profile's `decide` list when
+/// it gives one; else decode rate and E2EL, and TTFT too when the prompts this bench sends (one per pair, after
+/// the warm-ups) are long: their median at least [`LONG_PROMPT_CHARS`] characters.
+pub fn deciding(decide: Option<&[String]>, workload: &Workload, max_pairs: usize) -> (Vec<String>, String) {
+    let full = |short: &str| METRIC_NAMES.iter().find(|(s, _)| *s == short).map(|(_, f)| (*f).to_owned());
+    if let Some(names) = decide.filter(|d| !d.is_empty()) {
+        let chosen: Vec<String> = METRIC_NAMES
+            .iter()
+            .filter(|(short, _)| names.iter().any(|n| n == short))
+            .filter_map(|(short, _)| full(short))
+            .collect();
+        if !chosen.is_empty() {
+            return (chosen, format!("the profile's `decide = [{}]`", names.join(", ")));
+        }
+    }
+    let mut lengths: Vec<usize> =
+        (0..max_pairs.max(1)).map(|i| workload.prompt(workload.warmups + i).chars().count()).collect();
+    lengths.sort_unstable();
+    let median = lengths[lengths.len() / 2];
+    let long = median >= LONG_PROMPT_CHARS;
+    let shorts: &[&str] = if long { &["decode", "ttft", "e2el"] } else { &["decode", "e2el"] };
+    let chosen = shorts.iter().filter_map(|s| full(s)).collect();
+    let why = if long {
+        format!(
+            "the default for long prompts (median {median} characters, at least {LONG_PROMPT_CHARS}): decode, \
+             TTFT and E2EL"
+        )
+    } else {
+        format!(
+            "the default for a decode-heavy workload (median prompt {median} characters, under \
+             {LONG_PROMPT_CHARS}): decode and E2EL"
+        )
+    };
+    (chosen, why)
 }
 
 /// The metrics judged per pair: name, direction, and how a request's value is read.
@@ -59,11 +103,11 @@ fn value_of(m: &RequestMetrics, name: &str) -> Option<f64> {
     .filter(|v| v.is_finite() && *v > 0.0)
 }
 
-/// Per metric, ln(B / A) of one pair; a metric missing or zero on a side is left out.
-fn log_ratios(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, f64> {
+/// Per metric, `[A, B]` of one pair; a metric missing or zero on a side is left out.
+fn values(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, [f64; 2]> {
     METRICS
         .iter()
-        .filter_map(|(name, _)| Some(((*name).to_owned(), (value_of(b, name)? / value_of(a, name)?).ln())))
+        .filter_map(|(name, _)| Some(((*name).to_owned(), [value_of(a, name)?, value_of(b, name)?])))
         .collect()
 }
 
@@ -190,6 +234,7 @@ pub fn run_paired(
     let rules = PairedRules::default();
     let schedule = stats::looks(options.min_pairs, options.max_pairs);
     let alpha_look = rules.alpha / schedule.len() as f64;
+    let (decide, deciding_why) = deciding(options.decide.as_deref(), workload, options.max_pairs);
     // Equal work: the same number of decoded tokens (llama.cpp and vLLM honour `ignore_eos`), and the whole
     // prompt prefilled by both (a shared server would otherwise answer the second member from its prompt cache).
     let mut extra = Map::new();
@@ -267,16 +312,17 @@ pub fn run_paired(
         let (ma, mb) = (metrics::request(&to_timeline(&ra, workload.max_tokens)), {
             metrics::request(&to_timeline(&rb, workload.max_tokens))
         });
-        let ratios = match (&ma, &mb) {
-            (Ok(x), Ok(y)) => log_ratios(x, y),
+        let values = match (&ma, &mb) {
+            (Ok(x), Ok(y)) => values(x, y),
             _ => BTreeMap::new(),
         };
+        let ratios = values.iter().map(|(k, [a, b])| (k.clone(), (b / a).ln())).collect();
         for (m, r) in [(Member::A, &ma), (Member::B, &mb)] {
             if let Err(e) = r {
                 ledger.problems.push(format!("pair {}: {m:?}'s request failed: {e}", i + 1));
             }
         }
-        pairs.push(Pair { order: *members, prompt, a: ra, b: rb, log_ratios: ratios });
+        pairs.push(Pair { order: *members, prompt, a: ra, b: rb, log_ratios: ratios, values });
         reporter.event(&RunEvent::Note(format!("pair {} of at most {}", pairs.len(), options.max_pairs)));
         if ma.is_err() || mb.is_err() {
             stopped = "a request failed".into();
@@ -284,12 +330,12 @@ pub fn run_paired(
         }
         let done = pairs.len();
         if schedule.contains(&done) {
-            verdicts = judge_all(&pairs, &rules, alpha_look);
+            verdicts = judge_all(&pairs, &rules, alpha_look, &decide);
             if stats::stop_after(done, &schedule, &verdicts) {
-                stopped = if verdicts.iter().all(|v| v.call != Call::Inconclusive) {
-                    format!("every metric decided at the look after {done} pairs")
+                stopped = if verdicts.iter().filter(|v| v.deciding).all(|v| v.call != Call::Inconclusive) {
+                    format!("every deciding metric decided at the look after {done} pairs")
                 } else {
-                    format!("the last look ({done} pairs) left a metric undecided")
+                    format!("the last look ({done} pairs) left a deciding metric undecided")
                 };
                 break;
             }
@@ -309,7 +355,8 @@ pub fn run_paired(
     for f in ledger.findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
         ledger.problems.push(format!("{}: {}", f.kind, f.message));
     }
-    let calls: Vec<Call> = verdicts.iter().map(|v| v.call).collect();
+    // Only the deciding metrics make the verdict; the others are reported.
+    let calls: Vec<Call> = verdicts.iter().filter(|v| v.deciding).map(|v| v.call).collect();
     let verdict = if failed {
         BenchVerdict::Fail
     } else if calls.contains(&Call::Regression) {
@@ -332,6 +379,17 @@ pub fn run_paired(
         starts: ledger.starts[i],
         server_metrics: ledger.server_metrics[i].clone(),
     };
+    let period_effects = METRICS
+        .iter()
+        .filter_map(|(name, better)| stats::period_effect(name, &stats::blocks(&series(&pairs, name)), *better, &rules))
+        .collect();
+    let left_out = (pairs.len() % 2 == 1).then(|| {
+        format!(
+            "pair {} (the last) has no partner in an ABBA block: its ratios are recorded, not analysed (alone, a \
+             ratio carries the first-versus-second effect uncancelled)",
+            pairs.len()
+        )
+    });
     let record = PairedRecord {
         paired_version: PAIRED_VERSION,
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
@@ -349,7 +407,11 @@ pub fn run_paired(
         rules,
         equal_work: EqualWork { ignore_eos: true, prompt_cache_off, equal_pairs, pairs: pairs.len() },
         pairs,
+        deciding: decide,
+        deciding_why,
         metrics: verdicts,
+        period_effects,
+        left_out,
         stopped,
         verdict,
         problems: ledger.problems,
@@ -359,19 +421,28 @@ pub fn run_paired(
     Ok(record)
 }
 
-/// Every metric's verdict at one look: the look's level shared by the metrics (Holm), so four metrics do not give
-/// an unchanged twin four chances of a false call.
-fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64) -> Vec<MetricVerdict> {
-    let series: Vec<(&str, Better, Vec<f64>)> = METRICS
+/// One metric's pairs for the crossover analysis: each pair's order and `[A, B]` values.
+fn series(pairs: &[Pair], metric: &str) -> Vec<stats::PairValues> {
+    pairs.iter().map(|p| (p.order, p.values.get(metric).copied())).collect()
+}
+
+/// Every metric's verdict at one look, on its ABBA blocks: the look's level shared by the deciding metrics (Holm),
+/// so two or three deciding metrics do not give an unchanged twin as many chances of a false call; a metric that
+/// does not decide is judged at the look's whole level, for the report only.
+fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64, decide: &[String]) -> Vec<MetricVerdict> {
+    let judged: Vec<(&str, Better, stats::Blocks, bool)> = METRICS
         .iter()
-        .map(|(name, better)| (*name, *better, pairs.iter().filter_map(|p| p.log_ratios.get(*name).copied()).collect()))
+        .map(|(name, better)| (*name, *better, stats::blocks(&series(pairs, name)), decide.iter().any(|d| d == name)))
         .collect();
-    let p_values: Vec<Option<f64>> = series.iter().map(|(_, _, logs)| stats::signed_rank_p(logs)).collect();
-    let levels = stats::holm_levels(&p_values, alpha_look);
-    series
+    let p_values: Vec<Option<f64>> =
+        judged.iter().filter(|j| j.3).map(|(_, _, b, _)| stats::signed_rank_p(&b.means)).collect();
+    let mut levels = stats::holm_levels(&p_values, alpha_look).into_iter();
+    judged
         .iter()
-        .zip(levels)
-        .filter_map(|((name, better, logs), level)| stats::judge(name, logs, *better, rules, level))
+        .filter_map(|(name, better, blocks, decides)| {
+            let level = if *decides { levels.next().unwrap_or(alpha_look) } else { alpha_look };
+            stats::judge_blocks(name, blocks, *better, rules, level, *decides)
+        })
         .collect()
 }
 
@@ -390,21 +461,42 @@ fn pct(x: f64) -> String {
     format!("{:+.1} %", x * 100.0)
 }
 
-/// One line per metric: "decode_tokens_per_second: −11.8 % (95 % interval −13.0 % … −10.5 %), p = 0.0078, MDE
-/// 2.1 %: regression (why)".
+/// One line per metric: "decode_tokens_per_second: −11.8 % (99.4 % interval −13.0 % … −10.5 %), p = 0.0020, MDE
+/// 2.1 %, 10 blocks: regression (why)", "(reported, not deciding)" after a metric the verdict does not rest on.
 pub fn metric_line(v: &MetricVerdict) -> String {
     format!(
-        "{}: {} ({:.1} % interval {} … {}), {}, MDE {}: {} ({})",
+        "{}{}: {} ({:.1} % interval {} … {}), {}, MDE {}, {} blocks: {} ({})",
         v.metric,
+        if v.deciding { "" } else { " (reported, not deciding)" },
         pct(v.median_change),
         v.confidence * 100.0,
         pct(v.interval.0),
         pct(v.interval.1),
         v.p_value.map_or("p undefined".to_owned(), |p| format!("p = {p:.4}")),
-        v.mde.map_or("unknown (one pair)".to_owned(), |m| format!("{:.1} %", m * 100.0)),
+        v.mde.map_or("unknown (one block)".to_owned(), |m| format!("{:.1} %", m * 100.0)),
+        v.blocks,
         v.call.as_str(),
         v.why
     )
+}
+
+/// One line per period effect: "ttft: the first request of a pair +410.0 % against the second (95.0 % interval
+/// … ), p = …", then its sentence when large.
+pub fn period_line(e: &PeriodEffect) -> String {
+    let mut s = format!(
+        "{}: first request of a pair {} against the second ({:.1} % interval {} … {}), {}, {} blocks",
+        e.metric,
+        pct(e.change),
+        e.confidence * 100.0,
+        pct(e.interval.0),
+        pct(e.interval.1),
+        e.p_value.map_or("p undefined".to_owned(), |p| format!("p = {p:.4}")),
+        e.blocks
+    );
+    if let Some(sentence) = &e.sentence {
+        let _ = write!(s, ": {sentence}");
+    }
+    s
 }
 
 /// `paired.md`: the verdict, the per-metric table and how it was measured.
@@ -421,29 +513,49 @@ pub fn markdown(r: &PairedRecord) -> String {
     );
     let _ = writeln!(
         s,
-        "{} pairs in ABBA order ({}), {}; looks at {:?} pairs, each at alpha {:.4} (Bonferroni over the looks), \
-         shared by the metrics (Holm: each metric's level is in its line of paired.json).\n",
+        "{} pairs in ABBA order ({}), {}; judged per ABBA block (the mean of a block's two ratios cancels a \
+         first-versus-second effect); looks at {:?} pairs, each at alpha {:.4} (Bonferroni over the looks), shared \
+         by the deciding metrics (Holm: each metric's level is in its line of paired.json).\n",
         r.pairs.len(),
         if r.mode == "both" { "both servers up at once" } else { "one server at a time, restarted at each switch" },
         esc(&r.stopped),
         r.looks,
         r.rules.alpha / r.looks.len().max(1) as f64
     );
-    let _ = writeln!(s, "| metric | B vs A (median) | interval | p | level | MDE (80 % power) | call |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "Deciding metrics: {} ({}).\n", r.deciding.join(", "), esc(&r.deciding_why));
+    let _ = writeln!(
+        s,
+        "| metric | decides | B vs A (median) | interval | p | level | MDE (80 % power) | blocks | sd pairs / blocks \
+         | call |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let sd = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{x:.3}"));
     for v in &r.metrics {
         let _ = writeln!(
             s,
-            "| {} | {} | {} … {} | {} | {:.4} | {} | {} |",
+            "| {} | {} | {} | {} … {} | {} | {:.4} | {} | {} | {} / {} | {} |",
             v.metric,
+            if v.deciding { "yes" } else { "no" },
             pct(v.median_change),
             pct(v.interval.0),
             pct(v.interval.1),
             v.p_value.map_or("—".to_owned(), |p| format!("{p:.4}")),
             v.alpha,
             v.mde.map_or("—".to_owned(), |m| format!("{:.1} %", m * 100.0)),
+            v.blocks,
+            sd(v.pair_sd),
+            sd(v.block_sd),
             v.call.as_str()
         );
+    }
+    if !r.period_effects.is_empty() {
+        let _ = writeln!(s, "\nPeriod effect (the first request of a pair against the second, whichever member):\n");
+        for e in &r.period_effects {
+            let _ = writeln!(s, "- {}", esc(&period_line(e)));
+        }
+    }
+    if let Some(l) = &r.left_out {
+        let _ = writeln!(s, "\n- Left out: {}.", esc(l));
     }
     let w = &r.equal_work;
     let _ = writeln!(
@@ -473,4 +585,92 @@ pub fn markdown(r: &PairedRecord) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deciding_metrics_are_the_profiles_else_decode_and_e2el_and_ttft_for_long_prompts() {
+        let mut w = Workload::new(vec![1], 64, 1, 5);
+        let (d, why) = deciding(None, &w, 20);
+        assert_eq!(d, ["decode_tokens_per_second", "e2el"]);
+        assert!(why.contains("decode-heavy") && why.contains("under 2000"), "{why}");
+        // Long prompts (the median of those sent, after the warm-ups): TTFT decides too.
+        w.prompts = vec!["x".repeat(LONG_PROMPT_CHARS), "y".repeat(LONG_PROMPT_CHARS + 1), "short".into()];
+        let (d, why) = deciding(None, &w, 20);
+        assert_eq!(d, ["decode_tokens_per_second", "ttft", "e2el"], "{why}");
+        w.prompts = vec!["x".repeat(LONG_PROMPT_CHARS - 1)];
+        assert_eq!(deciding(None, &w, 20).0.len(), 2);
+        // The profile's list, in the table's order, with its names turned into the record's.
+        let named = vec!["ttft".to_owned(), "decode".to_owned()];
+        let (d, why) = deciding(Some(&named), &w, 20);
+        assert_eq!(d, ["decode_tokens_per_second", "ttft"]);
+        assert_eq!(why, "the profile's `decide = [ttft, decode]`");
+    }
+
+    #[test]
+    fn a_version_2_record_still_reads_its_metrics_all_deciding_and_judged_pair_by_pair() {
+        let rules = PairedRules::default();
+        let verdict = stats::judge("e2el", &[0.01, -0.01, 0.0], Better::Lower, &rules, 0.05).unwrap();
+        let request = RequestRecord {
+            start: 0.0,
+            events: vec![(0.1, "a".into(), String::new())],
+            completion_tokens: Some(1),
+            error: None,
+            connected: false,
+            text_dropped: 0,
+        };
+        let side =
+            Side { profile: "a".into(), identity_digest: "d".into(), stops: vec![], starts: 1, server_metrics: vec![] };
+        let record = PairedRecord {
+            paired_version: PAIRED_VERSION,
+            gauntlet_version: "0".into(),
+            started_at: "t".into(),
+            a: side.clone(),
+            b: side,
+            mode: "both".into(),
+            workload: Workload::new(vec![1], 8, 1, 1),
+            min_pairs: 8,
+            max_pairs: 8,
+            looks: vec![8],
+            rules,
+            equal_work: EqualWork { ignore_eos: true, prompt_cache_off: true, equal_pairs: 1, pairs: 1 },
+            pairs: vec![Pair {
+                order: [Member::A, Member::B],
+                prompt: 1,
+                a: request.clone(),
+                b: request,
+                log_ratios: BTreeMap::from([("e2el".into(), 0.0)]),
+                values: BTreeMap::from([("e2el".into(), [1.0, 1.0])]),
+            }],
+            deciding: vec!["e2el".into()],
+            deciding_why: "w".into(),
+            metrics: vec![verdict],
+            period_effects: vec![],
+            left_out: Some("pair 1".into()),
+            stopped: "s".into(),
+            verdict: BenchVerdict::Pass,
+            problems: vec![],
+            findings: vec![],
+        };
+        let mut v = serde_json::to_value(&record).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.insert("paired_version".into(), json!(2));
+        for k in ["deciding", "deciding_why", "period_effects", "left_out"] {
+            assert!(o.remove(k).is_some() || k == "period_effects", "{k}");
+        }
+        for m in o["metrics"].as_array_mut().unwrap() {
+            for k in ["blocks", "deciding", "pair_sd", "block_sd"] {
+                m.as_object_mut().unwrap().remove(k);
+            }
+        }
+        o["pairs"][0].as_object_mut().unwrap().remove("values");
+        let old: PairedRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(old.paired_version, 2);
+        assert!(old.metrics[0].deciding && old.metrics[0].blocks == 0, "{:?}", old.metrics[0]);
+        assert!(old.deciding.is_empty() && old.period_effects.is_empty() && old.pairs[0].values.is_empty());
+        assert!(markdown(&old).contains("| e2el | yes |"), "{}", markdown(&old));
+    }
 }

@@ -318,3 +318,31 @@ server_arguments = ["--dtype", "half"]
     bad = bad.replace("parallel = 4\ncontext = 8192\n", "");
     assert!(errors(&bad).contains("`--max-model-len`"), "a template's flag is the profile's to set");
 }
+
+#[test]
+fn a_paired_bench_decides_on_the_metrics_the_profile_names() {
+    let profile = |decide: &str| {
+        format!("{HEADER}\n[profiles.p]\nmodel = \"m\"\nserver = \"s\"\nport = 8080\n[profiles.p.bench]\n{decide}\n")
+    };
+    let m = Manifest::parse(&profile("decide = [\"e2el\", \"ttft\"]"), "test.toml", Path::new(ROOT)).unwrap();
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    assert_eq!(m.profiles["p"].bench_decide, Some(vec!["e2el".to_owned(), "ttft".to_owned()]));
+    let m = Manifest::parse(&profile(""), "test.toml", Path::new(ROOT)).unwrap();
+    assert_eq!(m.profiles["p"].bench_decide, None, "absent: the default");
+    for (decide, why) in [
+        (
+            "decide = []",
+            "profiles.p.bench.decide: an empty list decides nothing: expected some of decode, ttft, itl, e2el",
+        ),
+        (
+            "decide = [\"decode\", \"speed\"]",
+            "profiles.p.bench.decide: \"speed\": expected some of decode, ttft, itl, e2el",
+        ),
+        ("decide = [\"e2el\", \"e2el\"]", "profiles.p.bench.decide: \"e2el\" is named twice"),
+        ("decide = \"e2el\"", "profiles.p.bench.decide: expected an array of strings"),
+        ("decide = [\"e2el\\u001b[31m\"]", "profiles.p.bench.decide: \"e2el\\u{1b}[31m\": expected"),
+    ] {
+        let e = errors(&profile(decide));
+        assert!(e.contains(why), "{decide}: {e}");
+    }
+}

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use gauntlet_engine::manifest::{Manifest, Profile};
 use gauntlet_engine::run::BenchVerdict;
 use gauntlet_engine::run::Workload;
-use gauntlet_engine::run::paired::{PairedMode, PairedOptions, metric_line, run_paired};
+use gauntlet_engine::run::paired::{PairedMode, PairedOptions, metric_line, period_line, run_paired};
 
 use super::{default_out_dir, identity_of, select_profile, skip_or_fail};
 use crate::Outcome;
@@ -38,7 +38,7 @@ pub(crate) fn paired(
     // One request at a time: the pairs are the samples, the concurrency is 1.
     workload.concurrency = vec![1];
     let mode = if a.paired_alternate || b.paired_alternate { PairedMode::Alternate } else { PairedMode::Both };
-    let options = PairedOptions { min_pairs: MIN_PAIRS, max_pairs, mode };
+    let options = PairedOptions { min_pairs: MIN_PAIRS, max_pairs, mode, decide: b.bench_decide.clone() };
     let (ia, ib) = (identity_of(&a)?, identity_of(&b)?);
     let out_dir = out.unwrap_or_else(|| default_out_dir(&format!("paired-{}-{}", b.name, a.name)));
     let mut view = terminal::View::new(terminal::stderr_is_terminal());
@@ -54,8 +54,15 @@ pub(crate) fn paired(
         record.pairs.len(),
         record.stopped
     );
+    let _ = writeln!(o, "  deciding: {} ({})", record.deciding.join(", "), record.deciding_why);
     for v in &record.metrics {
         let _ = writeln!(o, "  {}", metric_line(v));
+    }
+    for e in &record.period_effects {
+        let _ = writeln!(o, "  period effect: {}", period_line(e));
+    }
+    if let Some(l) = &record.left_out {
+        let _ = writeln!(o, "  left out: {l}");
     }
     for p in &record.problems {
         let _ = writeln!(o, "  problem: {p}");

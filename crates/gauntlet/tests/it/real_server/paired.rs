@@ -1,8 +1,9 @@
 //! Paired benches on one real llama-server behind attach profiles through the delaying proxy
 //! (`gauntlet-fake-server --proxy-to`): one that slows each streamed token by about 12 % of the server's own
-//! per-token time (measured first, direct) against one through a zero-delay proxy: eight pairs call the decode
-//! regression; an unchanged twin (another zero-delay proxy) calls none; both state an MDE. Both sides go through a
-//! proxy because the proxy's own hop costs TTFT.
+//! per-token time (measured first, direct) against one through a zero-delay proxy: twenty pairs (ten ABBA blocks:
+//! the calls are made per block, and four blocks all one way are only p = 2/16) call the decode regression; an
+//! unchanged twin (another zero-delay proxy) calls none; both state an MDE. Both sides go through a proxy because
+//! the proxy's own hop costs TTFT.
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -55,8 +56,9 @@ fn manifest(dir: &Path, profiles: &[(&str, u16)]) -> std::path::PathBuf {
 fn paired(manifest: &Path, b: &str, a: &str, out: &Path) -> (Option<i32>, String, Value) {
     let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--profile", b, "--paired-with", a];
     let mut args = args.to_vec();
-    args.extend_from_slice(&["--pairs", "8", "--out", out.to_str().unwrap()]);
-    let o = gauntlet(&args, &[], Duration::from_secs(300));
+    args.extend_from_slice(&["--pairs", "20", "--out", out.to_str().unwrap()]);
+    // 20 pairs, two and a half times the 8 this limit was set for: 600 s on a loaded 2-core runner.
+    let o = gauntlet(&args, &[], Duration::from_secs(600));
     let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     let record = std::fs::read_to_string(out.join("paired.json"))
         .ok()
@@ -124,11 +126,11 @@ fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin()
 
     let (code, text, slow) = paired(&m, "slow", "base", &dir.path().join("slow"));
     let decode = metric(&slow, "decode_tokens_per_second");
-    eprintln!("per-token {:.2} ms, proxy delay {delay_us} µs; slow: {decode}", tpot * 1e3);
+    eprintln!("per-token {:.2} ms, proxy delay {delay_us} µs; slow: {decode}\n{text}", tpot * 1e3);
     assert_eq!(decode["call"], "regression", "{text}");
     // The slowdown it calls is one it had the power to see: its MDE is below the change measured. (Not below the
     // 12 % aimed at: the proxy's delay was measured as a 22 % slowdown on a quiet 2-core VM, 36 % on a loaded one,
-    // and how small an MDE 8 pairs give is the runner's noise: 14 % on that quiet VM. The twin below holds the
+    // and how small an MDE 8 pairs gave was the runner's noise: 14 % on that quiet VM. The twin below holds the
     // false-alarm side.)
     let (mde, change) = (decode["mde"].as_f64(), decode["median_change"].as_f64());
     assert!(
@@ -137,14 +139,16 @@ fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin()
     );
     assert_eq!(slow["verdict"], "regression", "{text}");
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(slow["pairs"].as_array().unwrap().len(), 8);
+    // A call of a change is made at a look of at least 8 blocks (16 pairs).
+    let n = slow["pairs"].as_array().unwrap().len();
+    assert!(n == 16 || n == 20, "{n}");
     // Equal work: every answer decoded max_tokens tokens.
-    assert_eq!(slow["equal_work"]["equal_pairs"], 8, "{}", slow["equal_work"]);
+    assert_eq!(slow["equal_work"]["equal_pairs"], n, "{}", slow["equal_work"]);
     assert!(slow["pairs"].as_array().unwrap().iter().all(|p| p["a"]["completion_tokens"] == 16), "{text}");
 
     let (code, text, twin) = paired(&m, "twin", "base", &dir.path().join("twin"));
     let decode = metric(&twin, "decode_tokens_per_second");
-    eprintln!("twin: {decode}");
+    eprintln!("twin: {decode}\n{text}");
     for m in twin["metrics"].as_array().unwrap() {
         assert_ne!(m["call"], "regression", "an unchanged twin: {m}\n{text}");
         assert!(m["mde"].as_f64().is_some_and(|x| x > 0.0), "{m}");
