@@ -10,6 +10,9 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 9 added a repeat case's `divergence` from its source (both sides' tokens, the pair's measured jitter,
+/// the class `numerical` besides near-tie and behaviour change) and `baseline_jitter` (how far the tokens the run
+/// shares with its baseline moved); older records read without them.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
@@ -21,11 +24,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 8;
+pub const RUN_RECORD_VERSION: u32 = 9;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -84,6 +87,10 @@ pub struct RunRecord {
     /// The server's Prometheus counters around the suite, where its kind serves them (version 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// How far the logprobs of the tokens this run's answers share with the baseline's moved, pooled over every
+    /// case: the noise floor the text-drift findings were judged against (version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_jitter: Option<crate::tokens::Jitter>,
 }
 
 /// One build step of a spawned server, as `run.json` and `bench.json` record it.
@@ -276,6 +283,10 @@ pub struct CaseRecord {
     pub observed: Option<String>,
     #[serde(default)]
     pub checks: Vec<CheckResult>,
+    /// A repeat that differs from its source: the first divergent token (both sides' tokens and alternatives), judged
+    /// against the jitter of the tokens the two answers share (version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<crate::tokens::TokenDivergence>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -3,12 +3,14 @@
 
 pub mod lossless;
 
-use gauntlet_schema::tokens::{DivergenceClass, first_divergent_token};
-use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds, TokenDivergence};
+use gauntlet_schema::tokens::{DivergenceClass, Jitter};
+use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds};
 
 // Pure helpers shared with identity, reports and qualification: the schema crate's, re-exported so that callers
 // keep their path.
-pub use gauntlet_schema::diff::{first_difference, identity_differences};
+pub use gauntlet_schema::diff::{
+    baseline_jitter, first_difference, identity_differences, judged_divergence, token_divergence,
+};
 
 /// At most this many changed fields are named one by one; the rest are counted.
 const MAX_SERVER_CHANGES: usize = 12;
@@ -101,6 +103,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
+    let jitter = run.baseline_jitter.clone().or_else(|| baseline_jitter(run, baseline));
     let mut regressions = Vec::new();
     for case in &run.cases {
         let Some(old) = baseline.cases.iter().find(|c| c.id == case.id) else {
@@ -128,7 +131,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         if let (Some(a), Some(b)) = (&old.observed, &case.observed)
             && let Some(at) = first_difference(a, b)
         {
-            out.push(text_drift(old, case, at));
+            out.push(text_drift(old, case, at, jitter.as_ref()));
         }
     }
     let severity = if regressions.len() as u32 >= t.fail_regressions { Severity::Fail } else { Severity::Warn };
@@ -203,11 +206,14 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
     out
 }
 
-/// A changed answer, traced to its first divergent token when both records carry tokens. A near-tie flip (the two
-/// candidates within [`gauntlet_schema::tokens::NEAR_TIE_NATS`] in the baseline's alternatives) in a case that still passes is numerical
-/// drift, a note; any other change is text drift, a warning. A case that now fails is a regression either way.
-fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize) -> Finding {
-    let divergence = token_divergence(old, case);
+/// A changed answer, traced to its first divergent token when both records carry tokens, and judged against the
+/// jitter of the tokens the run shares with its baseline. A near-tie flip (the two candidates within
+/// [`gauntlet_schema::tokens::NEAR_TIE_NATS`] in the baseline's alternatives) in a case that still passes is
+/// numerical drift, a note; any other change is text drift, a warning, whose words say whether its swing lies within
+/// the measured jitter (numerical) or outside it (behaviour change). A case that now fails is a regression either
+/// way.
+fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize, jitter: Option<&Jitter>) -> Finding {
+    let divergence = judged_divergence(old, case, jitter);
     let near_tie = divergence.as_ref().is_some_and(|d| d.class == DivergenceClass::NearTie);
     let (kind, severity, what) = if near_tie && case.status == CaseStatus::Pass {
         (FindingKind::NumericalDrift, Severity::Info, "numerical drift: text differs from the baseline")
@@ -219,12 +225,6 @@ fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize) -> Finding {
         None => format!("{what} at char {at}"),
     };
     Finding { kind, severity, message, case: Some(case.id.clone()) }
-}
-
-/// The first token at which `case` parts from `old`, when both answers carry tokens.
-pub fn token_divergence(old: &CaseRecord, case: &CaseRecord) -> Option<TokenDivergence> {
-    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, case.answer.as_ref()?.tokens.as_ref()?);
-    first_divergent_token(a, b)
 }
 
 /// A load that is slower by less than this is scheduling noise, whatever the ratio: a 20 ms load taking 110 ms on a

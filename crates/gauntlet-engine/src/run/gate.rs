@@ -19,6 +19,7 @@ use crate::session::{Session, SessionOptions};
 use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
+use gauntlet_schema::tokens::{Jitter, TokenDivergence, first_divergent_token, shared_deltas};
 
 /// The session's errors, under the name the commands have always matched on.
 pub use crate::session::SessionError as GateError;
@@ -114,12 +115,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             record.skip_reason = Some(reason.into());
         } else {
             let deadline = (now + profile.request_timeout).min(budget_deadline);
-            let source_tokens = case
-                .repeat_of
-                .as_ref()
-                .and_then(|src| cases.iter().find(|c| &c.id == src))
-                .and_then(|c| c.answer.as_ref()?.tokens.clone());
-            let source = source_observed.as_ref().and_then(|s| s.as_deref()).map(|s| (s, source_tokens.as_ref()));
+            let source = repeat_source(case, &cases, profile);
             if let Err(e) = rt.block_on(answer_case(&client, case, &mut record, source, deadline)) {
                 if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
                     over_budget = true;
@@ -250,6 +246,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         sentry: Some(sentry),
         build,
         server_metrics,
+        baseline_jitter: None,
     };
     if !spawned && record.build.is_none() {
         record.findings.push(Finding {
@@ -260,6 +257,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         });
     }
     let baseline = opts.baseline.as_ref().map(|(b, _)| *b);
+    record.baseline_jitter = baseline.and_then(|b| crate::compare::baseline_jitter(&record, b));
     let assessed = verdict::assess_with(&record, baseline, &profile.thresholds, opts.decode_spread);
     record.findings.extend(assessed);
     // A changed server is listed first: it explains whatever drift follows (see `crate::report::ordered`).
@@ -324,7 +322,36 @@ pub(crate) fn new_case_record(case: &Case, profile: &Profile) -> CaseRecord {
         seconds: None,
         observed: None,
         checks: Vec::new(),
+        divergence: None,
     }
+}
+
+/// What a repeat is judged against: its source's answer, and the source case's checks with whether they passed
+/// there (to say whether a flip changed a check's outcome).
+pub(crate) struct RepeatSource<'a> {
+    observed: &'a str,
+    tokens: Option<&'a AnswerTokens>,
+    checks: Option<(&'a crate::suite::Check, bool)>,
+}
+
+/// The source of `case` among the cases answered so far, when it is a repeat whose source answered.
+pub(crate) fn repeat_source<'a>(
+    case: &Case,
+    answered: &'a [CaseRecord],
+    profile: &'a Profile,
+) -> Option<RepeatSource<'a>> {
+    let src = case.repeat_of.as_ref()?;
+    let record = answered.iter().find(|c| &c.id == src)?;
+    Some(RepeatSource {
+        observed: record.observed.as_deref()?,
+        tokens: record.answer.as_ref().and_then(|a| a.tokens.as_ref()),
+        checks: profile
+            .suite
+            .cases
+            .iter()
+            .find(|c| &c.id == src)
+            .map(|c| (&c.check, record.status == CaseStatus::Pass)),
+    })
 }
 
 /// Asks one case and judges the answer: by its checks, or for a repeat by equality with its source's text.
@@ -332,7 +359,7 @@ pub(crate) async fn answer_case(
     client: &Client,
     case: &Case,
     record: &mut CaseRecord,
-    source: Option<(&str, Option<&AnswerTokens>)>,
+    source: Option<RepeatSource<'_>>,
     deadline: Instant,
 ) -> Result<(), ClientError> {
     let sent = Instant::now();
@@ -341,8 +368,12 @@ pub(crate) async fn answer_case(
     match result {
         Ok(answer) => {
             let observed = observed_text(&answer);
-            record.checks = match source {
-                Some((src, tokens)) => vec![repeat_check(src, tokens, &observed, answer.tokens.as_ref())],
+            record.checks = match &source {
+                Some(src) => {
+                    let (check, divergence) = repeat_check(src, &observed, &answer);
+                    record.divergence = divergence;
+                    vec![check]
+                }
                 None => evaluate(&case.check, &answer),
             };
             record.status = if record.checks.iter().all(|c| c.passed) { CaseStatus::Pass } else { CaseStatus::Fail };
@@ -366,27 +397,28 @@ pub(crate) async fn answer_case(
     }
 }
 
-/// A repeat must say exactly what its source said; where it does not, the first divergent token tells a near-tie
-/// flip from a changed answer (it still fails: a repeat tests determinism).
-fn repeat_check(
-    source: &str,
-    source_tokens: Option<&AnswerTokens>,
-    observed: &str,
-    tokens: Option<&AnswerTokens>,
-) -> CheckResult {
-    match gauntlet_schema::diff::first_difference(source, observed) {
-        None => CheckResult { check: "identical".into(), passed: true, detail: String::new() },
+/// A repeat must say exactly what its source said; where it does not, the first divergent token, judged against
+/// the jitter of the tokens the two answers share, says whether the flip is a near-tie, numerical or a behaviour
+/// change, and whether it changed the source's checks (it still fails: a repeat tests determinism).
+fn repeat_check(source: &RepeatSource<'_>, observed: &str, answer: &Answer) -> (CheckResult, Option<TokenDivergence>) {
+    match gauntlet_schema::diff::first_difference(source.observed, observed) {
+        None => (CheckResult { check: "identical".into(), passed: true, detail: String::new() }, None),
         Some(at) => {
-            let token = source_tokens
-                .zip(tokens)
-                .and_then(|(a, b)| gauntlet_schema::tokens::first_divergent_token(a, b))
-                .map(|d| format!(", {}", d.describe()))
-                .unwrap_or_default();
-            CheckResult {
+            let divergence = source.tokens.zip(answer.tokens.as_ref()).and_then(|(a, b)| {
+                let mut pool = Vec::new();
+                shared_deltas(a, b, &mut pool);
+                let mut d = first_divergent_token(a, b)?.judged(Jitter::measure(&pool));
+                d.checks_changed =
+                    source.checks.map(|(check, passed)| evaluate(check, answer).iter().all(|c| c.passed) != passed);
+                Some(d)
+            });
+            let token = divergence.as_ref().map(|d| format!(", {}", d.describe())).unwrap_or_default();
+            let check = CheckResult {
                 check: "identical".into(),
                 passed: false,
                 detail: format!("differs from its source at char {at}{token}"),
-            }
+            };
+            (check, divergence)
         }
     }
 }

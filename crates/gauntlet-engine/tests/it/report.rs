@@ -22,6 +22,7 @@ fn case(id: &str, status: CaseStatus, content: Option<&str>) -> CaseRecord {
         seconds: content.map(|_| 0.5),
         observed: content.map(str::to_owned),
         checks: Vec::new(),
+        divergence: None,
     }
 }
 
@@ -127,6 +128,7 @@ fn record() -> (RunRecord, RunRecord) {
         sentry: None,
         build: None,
         server_metrics: None,
+        baseline_jitter: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

@@ -60,6 +60,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
         sentry: None,
         build: None,
         server_metrics: None,
+        baseline_jitter: None,
     }
 }
 
