@@ -71,6 +71,8 @@ pub enum FindingKind {
     SlowDecode,
     /// Load is slower than the baseline's beyond the warning ratio.
     SlowLoad,
+    /// The draft model's acceptance rate fell below the warning ratio of the baseline's (speculative decoding).
+    DraftAcceptanceDropped,
     /// Decode speeds were not comparable (token sources differ).
     DecodeNotCompared,
     /// The server held no memory on the GPU it is bound to.
@@ -119,6 +121,7 @@ impl FindingKind {
         FindingKind::ServerChanged,
         FindingKind::SlowDecode,
         FindingKind::SlowLoad,
+        FindingKind::DraftAcceptanceDropped,
         FindingKind::DecodeNotCompared,
         FindingKind::ServerNotOnGpu,
         FindingKind::GpuUseUnknown,
@@ -154,6 +157,7 @@ impl FindingKind {
             FindingKind::ServerBuildDiffers => "server-build-differs",
             FindingKind::ServerChanged => "server-changed",
             FindingKind::SlowDecode => "slow-decode",
+            FindingKind::DraftAcceptanceDropped => "draft-acceptance-dropped",
             FindingKind::SlowLoad => "slow-load",
             FindingKind::DecodeNotCompared => "decode-not-compared",
             FindingKind::ServerNotOnGpu => "server-not-on-gpu",
@@ -192,6 +196,7 @@ impl FindingKind {
             "server-build-differs" => FindingKind::ServerBuildDiffers,
             "server-changed" => FindingKind::ServerChanged,
             "slow-decode" => FindingKind::SlowDecode,
+            "draft-acceptance-dropped" => FindingKind::DraftAcceptanceDropped,
             "slow-load" => FindingKind::SlowLoad,
             "decode-not-compared" => FindingKind::DecodeNotCompared,
             "server-not-on-gpu" => FindingKind::ServerNotOnGpu,

@@ -355,6 +355,12 @@ pub struct ServerTimings {
     /// Prompt tokens reused from the cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_tokens: Option<u64>,
+    /// Speculative decoding: tokens the draft proposed and those the target accepted (llama.cpp `timings.draft_n`,
+    /// `draft_n_accepted`; since version 9). Absent without a draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_accepted_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -407,6 +413,23 @@ pub struct DecodeSummary {
     /// when every counted case carried it: it leaves out the client's scheduling and the prompt's processing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_median_tokens_per_second: Option<f64>,
+    /// Speculative decoding over every answer whose server timings report a draft (since version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftSummary>,
+}
+
+/// What a draft model did over a run's answers: summed counts, and the two rates derived from them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DraftSummary {
+    /// Answers that reported draft counts.
+    pub answers: usize,
+    pub drafted_tokens: u64,
+    pub accepted_tokens: u64,
+    /// Accepted / drafted; None when nothing was drafted.
+    pub acceptance_rate: Option<f64>,
+    /// Tokens generated per target step: predicted / (predicted − accepted), each step yielding its accepted draft
+    /// tokens plus the target's own; 1.0 means the draft never helped. None without predicted-token counts.
+    pub mean_accepted_length: Option<f64>,
 }
 
 /// The verdict rules in force for a run; recorded so a reader knows what the verdict meant.
@@ -424,6 +447,14 @@ pub struct Thresholds {
     /// then a note, not a warning. A regression (passed on the baseline, fails now) still counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected_failures: Vec<String>,
+    /// A draft's acceptance rate below this fraction of the baseline's warns, like decode speed (since version 9;
+    /// older records read with the default).
+    #[serde(default = "default_draft_acceptance_ratio_warn")]
+    pub draft_acceptance_ratio_warn: f64,
+}
+
+pub fn default_draft_acceptance_ratio_warn() -> f64 {
+    0.9
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

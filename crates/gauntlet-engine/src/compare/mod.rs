@@ -187,6 +187,32 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         }),
         _ => {}
     }
+    // A draft that accepts less makes speculative decoding slower without changing a word: compared like decode.
+    if let (Some(now), Some(then)) = (
+        run.decode.draft.as_ref().and_then(|d| d.acceptance_rate),
+        baseline.decode.draft.as_ref().and_then(|d| d.acceptance_rate),
+    ) && then > 0.0
+        && now / then < t.draft_acceptance_ratio_warn
+    {
+        let length = |r: &RunRecord| {
+            r.decode.draft.as_ref().and_then(|d| d.mean_accepted_length).map_or("?".into(), |l| format!("{l:.2}"))
+        };
+        out.push(Finding {
+            kind: FindingKind::DraftAcceptanceDropped,
+            severity: Severity::Warn,
+            message: format!(
+                "the draft's acceptance rate {:.1} % is {:.0} % of the baseline's {:.1} % (warn below {:.0} %); \
+                 tokens per target step {} against {}",
+                now * 100.0,
+                now / then * 100.0,
+                then * 100.0,
+                t.draft_acceptance_ratio_warn * 100.0,
+                length(run),
+                length(baseline)
+            ),
+            case: None,
+        });
+    }
     if let (Some(now), Some(then)) = (run.server.load_seconds, baseline.server.load_seconds)
         && then > 0.0
         && now / then > t.load_ratio_warn

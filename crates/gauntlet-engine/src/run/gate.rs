@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
-    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION,
+    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, DraftSummary, Finding, RUN_RECORD_VERSION,
     RunRecord, ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
 };
 use serde_json::Value;
@@ -447,11 +447,39 @@ pub fn decode_summary(cases: &[CaseRecord]) -> DecodeSummary {
         })
         .collect();
     DecodeSummary {
+        draft: draft_summary(cases),
         median_tokens_per_second: median(rates.clone()),
         token_source: (!answered.is_empty()).then(|| source.to_owned()),
         cases_counted: rates.len(),
         server_median_tokens_per_second: server.and_then(median),
     }
+}
+
+/// The draft's counts summed over every answer whose server timings report them; None when none does (no draft).
+pub fn draft_summary(cases: &[CaseRecord]) -> Option<DraftSummary> {
+    let mut out = DraftSummary {
+        answers: 0,
+        drafted_tokens: 0,
+        accepted_tokens: 0,
+        acceptance_rate: None,
+        mean_accepted_length: None,
+    };
+    let mut predicted = Some(0u64);
+    for t in cases.iter().filter_map(|c| c.answer.as_ref()?.timings.as_ref()) {
+        let (Some(drafted), Some(accepted)) = (t.draft_tokens, t.draft_accepted_tokens) else { continue };
+        out.answers += 1;
+        out.drafted_tokens = out.drafted_tokens.saturating_add(drafted);
+        out.accepted_tokens = out.accepted_tokens.saturating_add(accepted.min(drafted));
+        predicted = predicted.zip(t.predicted_tokens).map(|(a, b)| a.saturating_add(b));
+    }
+    if out.answers == 0 {
+        return None;
+    }
+    out.acceptance_rate = (out.drafted_tokens > 0).then(|| out.accepted_tokens as f64 / out.drafted_tokens as f64);
+    out.mean_accepted_length = predicted
+        .filter(|p| *p > out.accepted_tokens)
+        .map(|p| p as f64 / (p - out.accepted_tokens) as f64);
+    Some(out)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

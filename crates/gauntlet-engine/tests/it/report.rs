@@ -87,6 +87,7 @@ fn record() -> (RunRecord, RunRecord) {
             token_source: Some("usage".into()),
             cases_counted: 2,
             server_median_tokens_per_second: None,
+            draft: None,
         },
         findings: vec![
             Finding {
@@ -118,6 +119,7 @@ fn record() -> (RunRecord, RunRecord) {
             request_timeout_seconds: 120.0,
             suite_budget_seconds: 300.0,
             expected_failures: vec!["json".into()],
+            draft_acceptance_ratio_warn: 0.9,
         },
         baseline: Some(BaselineRef {
             path: "base.json".into(),

@@ -55,6 +55,7 @@ fn record(args: &[&str], note: &str) -> RunRecord {
             request_timeout_seconds: 1.0,
             suite_budget_seconds: 1.0,
             expected_failures: Vec::new(),
+            draft_acceptance_ratio_warn: 0.9,
         },
         baseline: None,
         sentry: None,
