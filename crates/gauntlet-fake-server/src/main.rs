@@ -36,8 +36,13 @@
 //!                           500 ms of this one; each request then takes 550 ms, so one sent after another's
 //!                           answer is never that close) | stream | prefix-cache
 //!                           (`cache_prompt: false`) | restart (not the first start; needs --state-file). The new
-//!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, else a
-//!                           candidate 4.95 nats below
+//!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, a
+//!                           candidate 0.15 nats below with `:numerical` (the new answer ranks the old token 0.15
+//!                           below its own: a swing of 0.30 nats), else a candidate 4.95 nats below
+//!   --jitter NATS           shift every logprob entry (the chosen token and its alternatives alike, so the gaps
+//!                           between candidates stay) by a pseudo-random amount in [-NATS, NATS], fixed by the
+//!                           request's number, the token's position and the server's start count: two answers then
+//!                           share tokens whose logprobs differ by at most 2 × NATS
 //!   --state-file PATH       counts this server's starts (for `--diverge restart`)
 //!   --dialect NAME          speak one engine's wire shapes: llama.cpp | vllm | sglang | tgi | trtllm | ollama
 //!                           (health, models, stream chunks, usage, reasoning, tool calls, errors; see dialect.rs);
@@ -97,6 +102,8 @@ struct Config {
     prefix: String,
     diverge: Option<String>,
     near_tie: bool,
+    numerical: bool,
+    jitter: f64,
     state_file: Option<String>,
     /// Earlier starts counted in the state file.
     earlier_starts: u32,
@@ -148,9 +155,17 @@ fn parse_args() -> Config {
                     die(&format!("--diverge: unknown row `{row}`"));
                 }
                 c.near_tie = flavour == "near-tie";
+                c.numerical = flavour == "numerical";
                 c.diverge = Some(row.to_owned());
             }
             "--state-file" => c.state_file = Some(val()),
+            "--jitter" => {
+                c.jitter = val()
+                    .parse()
+                    .ok()
+                    .filter(|j: &f64| j.is_finite() && *j >= 0.0)
+                    .unwrap_or_else(|| die("bad --jitter"))
+            }
             "--dialect" => {
                 let v = val();
                 c.dialect =
@@ -431,12 +446,30 @@ const NEAR_WORD: &str = "ALT";
 const CONCURRENT_WINDOW: Duration = Duration::from_millis(500);
 const FAR_WORD: &str = "far";
 
-/// llama.cpp's logprobs entry for one word-token: the word at -0.05, then the two other candidates.
-fn logprob_entry(word: &str, top: usize) -> Value {
-    let cand = |w: &str, lp: f64| json!({"id": token_id(w), "token": w, "bytes": w.as_bytes(), "logprob": lp});
-    let mut alts = vec![cand(word, -0.05), cand(NEAR_WORD, -0.06), cand(FAR_WORD, -5.0)];
+/// `--diverge ROW:numerical`: the new last token, 0.15 nats below the chosen one in every entry.
+const MID_WORD: &str = "MID";
+const MID_GAP: f64 = 0.15;
+
+/// llama.cpp's logprobs entry for one word-token: the word at -0.05, then the other candidates (a near one, a
+/// middle one, a far one), all shifted by `shift` (`--jitter`). `flipped_from`: this word replaced the reference's
+/// token in a diverged answer, which then ranks that token `MID_GAP` below its own (`:numerical`).
+fn logprob_entry(word: &str, top: usize, shift: f64, flipped_from: Option<&str>) -> Value {
+    let cand = |w: &str, lp: f64| json!({"id": token_id(w), "token": w, "bytes": w.as_bytes(), "logprob": lp + shift});
+    let mut alts = match flipped_from {
+        Some(old) => vec![cand(word, -0.05), cand(old, -0.05 - MID_GAP), cand(FAR_WORD, -5.0)],
+        None => vec![cand(word, -0.05), cand(NEAR_WORD, -0.06), cand(MID_WORD, -0.05 - MID_GAP), cand(FAR_WORD, -5.0)],
+    };
     alts.truncate(top);
-    json!({"id": token_id(word), "token": word, "bytes": word.as_bytes(), "logprob": -0.05, "top_logprobs": alts})
+    json!({"id": token_id(word), "token": word, "bytes": word.as_bytes(), "logprob": -0.05 + shift, "top_logprobs": alts})
+}
+
+/// `--jitter`'s shift of request `n`'s token `i`: in [-amplitude, amplitude], from a hash of both and the start count.
+fn jitter_shift(amplitude: f64, n: u32, i: usize, starts: u32) -> f64 {
+    if amplitude == 0.0 {
+        return 0.0;
+    }
+    let h = token_id(&format!("{n}:{i}:{starts}")) as f64 / 49151.0;
+    amplitude * (2.0 * h - 1.0)
 }
 
 fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Result<()> {
@@ -559,14 +592,27 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
             Some("restart") => c.earlier_starts > 0,
             _ => false,
         };
+    let keep = answer.rfind(' ').map_or(0, |i| i + 1);
+    let replaced = answer[keep..].to_owned();
     let answer = if diverge {
-        let keep = answer.rfind(' ').map_or(0, |i| i + 1);
-        format!("{}{}", &answer[..keep], if c.near_tie { NEAR_WORD } else { FAR_WORD })
+        let word = if c.near_tie {
+            NEAR_WORD
+        } else if c.numerical {
+            MID_WORD
+        } else {
+            FAR_WORD
+        };
+        format!("{}{word}", &answer[..keep])
     } else {
         answer
     };
     let top = if req["logprobs"] == json!(true) { req["top_logprobs"].as_u64().unwrap_or(0) as usize } else { 0 };
-    let logprobs = |w: &str| (req["logprobs"] == json!(true)).then(|| json!({"content": [logprob_entry(w, top)]}));
+    let last = answer.split_inclusive(' ').count().saturating_sub(1);
+    let entry = |i: usize, w: &str| {
+        let flipped = (diverge && c.numerical && i == last).then_some(replaced.as_str());
+        logprob_entry(w, top, jitter_shift(c.jitter, n, i, c.earlier_starts), flipped)
+    };
+    let logprobs = |i: usize, w: &str| (req["logprobs"] == json!(true)).then(|| json!({"content": [entry(i, w)]}));
     if c.fault.as_deref() == Some("crash-after") && n > c.crash_after {
         eprintln!("fake-server: simulated crash at request {n}");
         std::process::exit(4);
@@ -675,7 +721,7 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         let mut choice =
             json!({"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": answer}});
         if req["logprobs"] == json!(true) {
-            let entries: Vec<Value> = words.iter().map(|w| logprob_entry(w, top)).collect();
+            let entries: Vec<Value> = words.iter().enumerate().map(|(i, w)| entry(i, w)).collect();
             choice["logprobs"] = json!({"content": entries});
         }
         let body = json!({"choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}});
@@ -703,7 +749,7 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
             stream.write_all(b"data: {\"choices\": [{\"delta\": {\"content\": \"oops\"\n\n")?;
         }
         let mut chunk = json!({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": null}]});
-        if let Some(lp) = logprobs(w) {
+        if let Some(lp) = logprobs(i, w) {
             chunk["choices"][0]["logprobs"] = lp;
         }
         stream.write_all(format!("data: {chunk}\n\n").as_bytes())?;

@@ -6,9 +6,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::diff::first_difference;
-use crate::tokens::{DivergenceClass, TokenDivergence};
+use crate::tokens::{DivergenceClass, Jitter, TokenDivergence};
 
-pub const DETERMINISM_VERSION: u32 = 1;
+/// Version 2 added each row's measured `jitter`, the `numerical` class of a divergence (its swing within that
+/// jitter), both sides' tokens at a divergence and `jitter_min_tokens`; version 1 reads without them.
+pub const DETERMINISM_VERSION: u32 = 2;
+/// Versions of `determinism.json` this gauntlet reads.
+pub const DETERMINISM_READABLE: &[u32] = &[1, 2];
 pub const DETERMINISM_FILE: &str = "determinism.json";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,6 +142,10 @@ pub struct DeterminismRow {
     /// The first comparison that was not identical, described; or why the row did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_divergence: Option<String>,
+    /// How far the logprobs of the tokens each comparison's two answers share moved, pooled over the row: the noise
+    /// floor its divergences are judged against (version 2; None where no shared token carried logprobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Jitter>,
     pub comparisons: Vec<Comparison>,
 }
 
@@ -145,6 +153,9 @@ pub struct DeterminismRow {
 pub struct DeterminismMatrix {
     pub determinism_version: u32,
     pub near_tie_nats: f64,
+    /// A row's jitter decides a flip's class only when it rests on this many shared tokens (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_min_tokens: Option<u64>,
     /// Copies in the concurrent row (the profile's `max_concurrency`).
     pub concurrency: usize,
     pub rows: Vec<DeterminismRow>,
@@ -195,7 +206,13 @@ mod tests {
                 run: TokenBrief { id: Some(9), text: Some("9".into()) },
                 gap_nats: Some(0.01),
                 gap_is_lower_bound: false,
+                swing_nats: None,
+                swing_is_lower_bound: false,
+                baseline_token: None,
+                run_token: None,
+                jitter: None,
                 class,
+                checks_changed: None,
             }),
             checks_same,
             error: None,

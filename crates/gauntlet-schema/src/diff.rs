@@ -1,9 +1,10 @@
 //! Pure differences between record values: which identity fields differ (as `path: old → new`) and where two
-//! texts first differ. Shared by the engine's identity, comparison, reports and qualification; never does I/O.
+//! texts first differ, and where two answers' tokens part, judged against the jitter of the tokens they share. Shared by the engine's identity, comparison, reports and qualification; never does I/O.
 
 use serde_json::Value;
 
-use crate::IdentityRecord;
+use crate::tokens::{Jitter, TokenDivergence, first_divergent_token, shared_deltas};
+use crate::{CaseRecord, IdentityRecord, RunRecord};
 
 /// One identity field that differs, as `path: old → new`.
 pub fn identity_differences(old: &Value, new: &Value) -> Vec<String> {
@@ -76,6 +77,35 @@ pub fn build_differences(old_identity: &IdentityRecord, new_identity: &IdentityR
         return Vec::new();
     }
     identity_differences(&old, &new).into_iter().map(|d| format!("build.{d}")).collect()
+}
+
+/// The first token at which `case` parts from `old`, when both answers carry tokens.
+pub fn token_divergence(old: &CaseRecord, case: &CaseRecord) -> Option<TokenDivergence> {
+    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, case.answer.as_ref()?.tokens.as_ref()?);
+    first_divergent_token(a, b)
+}
+
+/// [`token_divergence`] judged against `jitter` (the run's against its baseline), saying whether the case's status
+/// changed with it.
+pub fn judged_divergence(old: &CaseRecord, case: &CaseRecord, jitter: Option<&Jitter>) -> Option<TokenDivergence> {
+    let mut d = token_divergence(old, case)?.judged(jitter.cloned());
+    d.checks_changed = Some(old.status != case.status);
+    Some(d)
+}
+
+/// How far the logprobs of the tokens `run`'s answers share with `baseline`'s moved, pooled over every case both
+/// answered (repeats included: each is its own request); None where no shared token carried logprobs.
+pub fn baseline_jitter(run: &RunRecord, baseline: &RunRecord) -> Option<Jitter> {
+    let mut pool = Vec::new();
+    for case in &run.cases {
+        let Some(old) = baseline.cases.iter().find(|c| c.id == case.id) else { continue };
+        if let (Some(a), Some(b)) =
+            (old.answer.as_ref().and_then(|a| a.tokens.as_ref()), case.answer.as_ref().and_then(|a| a.tokens.as_ref()))
+        {
+            shared_deltas(a, b, &mut pool);
+        }
+    }
+    Jitter::measure(&pool)
 }
 
 #[cfg(test)]

@@ -75,6 +75,8 @@ pub enum FindingKind {
     SlowLoad,
     /// A speed below the warning line that the run's own spread does not establish (a note).
     SpeedUnsettled,
+    /// The draft model's acceptance rate fell below the warning ratio of the baseline's (speculative decoding).
+    DraftAcceptanceDropped,
     /// Decode speeds were not comparable (token sources differ).
     DecodeNotCompared,
     /// The server held no memory on the GPU it is bound to.
@@ -127,6 +129,7 @@ impl FindingKind {
         FindingKind::SlowDecode,
         FindingKind::SlowLoad,
         FindingKind::SpeedUnsettled,
+        FindingKind::DraftAcceptanceDropped,
         FindingKind::DecodeNotCompared,
         FindingKind::ServerNotOnGpu,
         FindingKind::GpuUseUnknown,
@@ -164,6 +167,7 @@ impl FindingKind {
             FindingKind::ServerBuildDiffers => "server-build-differs",
             FindingKind::ServerChanged => "server-changed",
             FindingKind::SlowDecode => "slow-decode",
+            FindingKind::DraftAcceptanceDropped => "draft-acceptance-dropped",
             FindingKind::SlowLoad => "slow-load",
             FindingKind::SpeedUnsettled => "speed-unsettled",
             FindingKind::DecodeNotCompared => "decode-not-compared",
@@ -205,6 +209,7 @@ impl FindingKind {
             "server-build-differs" => FindingKind::ServerBuildDiffers,
             "server-changed" => FindingKind::ServerChanged,
             "slow-decode" => FindingKind::SlowDecode,
+            "draft-acceptance-dropped" => FindingKind::DraftAcceptanceDropped,
             "slow-load" => FindingKind::SlowLoad,
             "speed-unsettled" => FindingKind::SpeedUnsettled,
             "decode-not-compared" => FindingKind::DecodeNotCompared,

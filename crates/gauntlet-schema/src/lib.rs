@@ -15,6 +15,7 @@ pub mod paired;
 pub mod qualify;
 pub mod run;
 pub mod server_metrics;
+pub mod stats;
 pub mod store;
 pub mod tokens;
 pub mod upgrade;

@@ -10,6 +10,9 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 9 added a repeat case's `divergence` from its source (both sides' tokens, the pair's measured jitter,
+/// the class `numerical` besides near-tie and behaviour change) and `baseline_jitter` (how far the tokens the run
+/// shares with its baseline moved); older records read without them.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
@@ -88,6 +91,10 @@ pub struct RunRecord {
     /// The server's Prometheus counters around the suite, where its kind serves them (version 8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// How far the logprobs of the tokens this run's answers share with the baseline's moved, pooled over every
+    /// case: the noise floor the text-drift findings were judged against (version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_jitter: Option<crate::tokens::Jitter>,
 }
 
 /// One build step of a spawned server, as `run.json` and `bench.json` record it.
@@ -295,6 +302,10 @@ pub struct CaseRecord {
     pub observed: Option<String>,
     #[serde(default)]
     pub checks: Vec<CheckResult>,
+    /// A repeat that differs from its source: the first divergent token (both sides' tokens and alternatives), judged
+    /// against the jitter of the tokens the two answers share (version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<crate::tokens::TokenDivergence>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -363,6 +374,12 @@ pub struct ServerTimings {
     /// Prompt tokens reused from the cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_tokens: Option<u64>,
+    /// Speculative decoding: tokens the draft proposed and those the target accepted (llama.cpp `timings.draft_n`,
+    /// `draft_n_accepted`; since version 9). Absent without a draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_accepted_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -415,6 +432,23 @@ pub struct DecodeSummary {
     /// when every counted case carried it: it leaves out the client's scheduling and the prompt's processing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_median_tokens_per_second: Option<f64>,
+    /// Speculative decoding over every answer whose server timings report a draft (since version 9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<DraftSummary>,
+}
+
+/// What a draft model did over a run's answers: summed counts, and the two rates derived from them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DraftSummary {
+    /// Answers that reported draft counts.
+    pub answers: usize,
+    pub drafted_tokens: u64,
+    pub accepted_tokens: u64,
+    /// Accepted / drafted; None when nothing was drafted.
+    pub acceptance_rate: Option<f64>,
+    /// Tokens generated per target step: predicted / (predicted − accepted), each step yielding its accepted draft
+    /// tokens plus the target's own; 1.0 means the draft never helped. None without predicted-token counts.
+    pub mean_accepted_length: Option<f64>,
 }
 
 /// The verdict rules in force for a run; recorded so a reader knows what the verdict meant.
@@ -432,6 +466,14 @@ pub struct Thresholds {
     /// then a note, not a warning. A regression (passed on the baseline, fails now) still counts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected_failures: Vec<String>,
+    /// A draft's acceptance rate below this fraction of the baseline's warns, like decode speed (since version 9;
+    /// older records read with the default).
+    #[serde(default = "default_draft_acceptance_ratio_warn")]
+    pub draft_acceptance_ratio_warn: f64,
+}
+
+pub fn default_draft_acceptance_ratio_warn() -> f64 {
+    0.9
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -245,6 +245,9 @@ pub fn summary(out: &mut dyn Write, run: &RunRecord, dir: &Path) -> std::io::Res
             None => writeln!(out, "  {sev} {}: {}", f.kind, f.message)?,
         }
     }
+    if let Some(j) = gauntlet_engine::report::jitter_line(run) {
+        writeln!(out, "  text jitter vs baseline: {j}")?;
+    }
     writeln!(out, "report: {}", dir.join("report.md").display())
 }
 

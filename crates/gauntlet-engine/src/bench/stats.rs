@@ -14,22 +14,8 @@
 
 use serde::Serialize;
 
-/// Type-7 percentile of `p` in [0, 1]; `None` for an empty sample. NaNs are not accepted (callers filter them).
-pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
-    if values.is_empty() || !(0.0..=1.0).contains(&p) {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    Some(percentile_sorted(&v, p))
-}
-
-fn percentile_sorted(v: &[f64], p: f64) -> f64 {
-    let h = (v.len() - 1) as f64 * p;
-    let lo = h.floor() as usize;
-    let hi = (lo + 1).min(v.len() - 1);
-    v[lo] + (h - lo as f64) * (v[hi] - v[lo])
-}
+pub use gauntlet_schema::stats::percentile;
+use gauntlet_schema::stats::percentile_sorted;
 
 pub fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)

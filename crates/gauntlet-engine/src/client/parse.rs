@@ -151,6 +151,8 @@ fn normalised_timings(v: &Value) -> Option<ServerTimings> {
             predicted_ms: num(t, "predicted_ms"),
             predicted_per_second: num(t, "predicted_per_second"),
             cache_tokens: count(t, "cache_n"),
+            draft_tokens: count(t, "draft_n"),
+            draft_accepted_tokens: count(t, "draft_n_accepted"),
         });
     }
     if let Some(m) = v.get("metrics").filter(|m| m.is_object()) {
@@ -171,7 +173,7 @@ fn normalised_timings(v: &Value) -> Option<ServerTimings> {
         predicted_tokens: count(u, "completion_tokens"),
         predicted_ms: ms("total_completion_time_sec"),
         predicted_per_second: num(u, "avg_compl_tok_per_sec"),
-        cache_tokens: None,
+        ..ServerTimings::default()
     })
 }
 

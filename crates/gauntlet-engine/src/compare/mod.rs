@@ -4,12 +4,14 @@
 pub mod lossless;
 pub mod speed;
 
-use gauntlet_schema::tokens::{DivergenceClass, first_divergent_token};
-use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds, TokenDivergence};
+use gauntlet_schema::tokens::{DivergenceClass, Jitter};
+use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, Severity, Thresholds};
 
 // Pure helpers shared with identity, reports and qualification: the schema crate's, re-exported so that callers
 // keep their path.
-pub use gauntlet_schema::diff::{first_difference, identity_differences};
+pub use gauntlet_schema::diff::{
+    baseline_jitter, first_difference, identity_differences, judged_divergence, token_divergence,
+};
 
 /// At most this many changed fields are named one by one; the rest are counted.
 const MAX_SERVER_CHANGES: usize = 12;
@@ -105,6 +107,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
+    let jitter = run.baseline_jitter.clone().or_else(|| baseline_jitter(run, baseline));
     let mut regressions = Vec::new();
     for case in &run.cases {
         let Some(old) = baseline.cases.iter().find(|c| c.id == case.id) else {
@@ -121,7 +124,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         if let (Some(a), Some(b)) = (&old.observed, &case.observed)
             && let Some(at) = first_difference(a, b)
         {
-            out.push(text_drift(old, case, at));
+            out.push(text_drift(old, case, at, jitter.as_ref()));
         }
     }
     let severity = if regressions.len() as u32 >= t.fail_regressions { Severity::Fail } else { Severity::Warn };
@@ -211,6 +214,32 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         }),
         _ => {}
     }
+    // A draft that accepts less makes speculative decoding slower without changing a word: compared like decode.
+    if let (Some(now), Some(then)) = (
+        run.decode.draft.as_ref().and_then(|d| d.acceptance_rate),
+        baseline.decode.draft.as_ref().and_then(|d| d.acceptance_rate),
+    ) && then > 0.0
+        && now / then < t.draft_acceptance_ratio_warn
+    {
+        let length = |r: &RunRecord| {
+            r.decode.draft.as_ref().and_then(|d| d.mean_accepted_length).map_or("?".into(), |l| format!("{l:.2}"))
+        };
+        out.push(Finding {
+            kind: FindingKind::DraftAcceptanceDropped,
+            severity: Severity::Warn,
+            message: format!(
+                "the draft's acceptance rate {:.1} % is {:.0} % of the baseline's {:.1} % (warn below {:.0} %); \
+                 tokens per target step {} against {}",
+                now * 100.0,
+                now / then * 100.0,
+                then * 100.0,
+                t.draft_acceptance_ratio_warn * 100.0,
+                length(run),
+                length(baseline)
+            ),
+            case: None,
+        });
+    }
     if let (Some(now), Some(then)) = (run.server.load_seconds, baseline.server.load_seconds) {
         out.extend(speed::load_finding(now, then, run.server.load_cpu, baseline.server.load_cpu, t));
     }
@@ -251,11 +280,14 @@ fn unchanged_failure(old: &CaseRecord, case: &CaseRecord, t: &Thresholds) -> Fin
     Finding { kind, severity, message, case: Some(case.id.clone()) }
 }
 
-/// A changed answer, traced to its first divergent token when both records carry tokens. A near-tie flip (the two
-/// candidates within [`gauntlet_schema::tokens::NEAR_TIE_NATS`] in the baseline's alternatives) in a case that still passes is numerical
-/// drift, a note; any other change is text drift, a warning. A case that now fails is a regression either way.
-fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize) -> Finding {
-    let divergence = token_divergence(old, case);
+/// A changed answer, traced to its first divergent token when both records carry tokens, and judged against the
+/// jitter of the tokens the run shares with its baseline. A near-tie flip (the two candidates within
+/// [`gauntlet_schema::tokens::NEAR_TIE_NATS`] in the baseline's alternatives) in a case that still passes is
+/// numerical drift, a note; any other change is text drift, a warning, whose words say whether its swing lies within
+/// the measured jitter (numerical) or outside it (behaviour change). A case that now fails is a regression either
+/// way.
+fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize, jitter: Option<&Jitter>) -> Finding {
+    let divergence = judged_divergence(old, case, jitter);
     let near_tie = divergence.as_ref().is_some_and(|d| d.class == DivergenceClass::NearTie);
     let (kind, severity, what) = if near_tie && case.status == CaseStatus::Pass {
         (FindingKind::NumericalDrift, Severity::Info, "numerical drift: text differs from the baseline")
@@ -267,12 +299,6 @@ fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize) -> Finding {
         None => format!("{what} at char {at}"),
     };
     Finding { kind, severity, message, case: Some(case.id.clone()) }
-}
-
-/// The first token at which `case` parts from `old`, when both answers carry tokens.
-pub fn token_divergence(old: &CaseRecord, case: &CaseRecord) -> Option<TokenDivergence> {
-    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, case.answer.as_ref()?.tokens.as_ref()?);
-    first_divergent_token(a, b)
 }
 
 /// A load that is slower by less than this is scheduling noise, whatever the ratio: a 20 ms load taking 110 ms on a

@@ -839,6 +839,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         request_timeout_seconds: request_timeout.as_secs_f64(),
         suite_budget_seconds: suite_budget.as_secs_f64(),
         expected_failures: Vec::new(),
+        draft_acceptance_ratio_warn: gauntlet_schema::default_draft_acceptance_ratio_warn(),
     };
     if let Some(ids) = r.string_array(p, "expected_failures") {
         if let Some(suite) = &suite {
@@ -855,7 +856,11 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     }
     if let Some(vt) = r.table_of(p, "verdict") {
         let path = r.at("verdict");
-        p.unknown_keys(vt, &path, &["min_pass_rate", "fail_regressions", "decode_ratio_warn", "load_ratio_warn"]);
+        p.unknown_keys(
+            vt,
+            &path,
+            &["min_pass_rate", "fail_regressions", "decode_ratio_warn", "load_ratio_warn", "draft_acceptance_ratio_warn"],
+        );
         let v = Reader::new(vt, path);
         if let Some(x) = v.float(p, "min_pass_rate", 0.0, 1.0) {
             thresholds.min_pass_rate = x;
@@ -868,6 +873,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         }
         if let Some(x) = v.float(p, "load_ratio_warn", 1.0, 1000.0) {
             thresholds.load_ratio_warn = x;
+        }
+        if let Some(x) = v.float(p, "draft_acceptance_ratio_warn", 0.0, 1.0) {
+            thresholds.draft_acceptance_ratio_warn = x;
         }
     }
     // The dialect follows the server's kind unless the profile names one (the kinds and the dialects are the same

@@ -49,10 +49,17 @@ fn determinism_section(html: &mut String, dir: &Path, q: &Qualification) {
     let _ = writeln!(
         html,
         "<p>Each answer against the one it must equal; a flip between candidates closer than {} nats in the \
-         reference's alternatives is a near-tie (numerical drift). Concurrent copies: {}.</p>",
-        m.near_tie_nats, m.concurrency
+         reference's alternatives is a near-tie; a flip whose swing is within {}× the row's jitter (the largest \
+         |Δlogprob| of the tokens its answers share, measured over at least {} of them) is numerical; anything else \
+         a behaviour change. Concurrent copies: {}.</p>",
+        m.near_tie_nats,
+        gauntlet_schema::tokens::JITTER_SWING_FACTOR,
+        m.jitter_min_tokens.unwrap_or(gauntlet_schema::tokens::JITTER_MIN_TOKENS),
+        m.concurrency
     );
-    html.push_str("<table><tr><th>Row</th><th>Compares</th><th>Verdict</th><th>First divergence</th></tr>\n");
+    html.push_str(
+        "<table><tr><th>Row</th><th>Compares</th><th>Verdict</th><th>Jitter</th><th>First divergence</th></tr>\n",
+    );
     for r in &m.rows {
         let class = match r.verdict {
             RowVerdict::Identical | RowVerdict::NearTieOnly => "pass",
@@ -61,10 +68,14 @@ fn determinism_section(html: &mut String, dir: &Path, q: &Qualification) {
         };
         let _ = writeln!(
             html,
-            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
             escape(r.row.as_str()),
             escape(&r.what),
             escape(r.verdict.as_str()),
+            escape(&r.jitter.as_ref().map_or("not measured".into(), |j| format!(
+                "≤ {:.3} nats over {} tokens (median {:.3})",
+                j.max_nats, j.tokens, j.median_nats
+            ))),
             escape(r.first_divergence.as_deref().unwrap_or("—"))
         );
     }

@@ -13,11 +13,8 @@ pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
     let mut failures = Vec::new();
     for case in &profile.suite.cases {
         let mut record = crate::run::new_case_record(case, profile);
-        let source = case.repeat_of.as_ref().and_then(|src| cases.iter().find(|c| &c.id == src));
-        let source_text = source.and_then(|c| c.observed.clone());
-        let source_tokens = source.and_then(|c| c.answer.as_ref()?.tokens.clone());
+        let source = crate::run::repeat_source(case, &cases, profile);
         let deadline = tokio::time::Instant::now().into_std() + profile.request_timeout;
-        let source = source_text.as_deref().map(|s| (s, source_tokens.as_ref()));
         let _ = crate::run::answer_case(client, case, &mut record, source, deadline).await;
         cases.push(record);
     }

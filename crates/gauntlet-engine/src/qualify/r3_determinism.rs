@@ -3,7 +3,10 @@
 //! `concurrent` (N copies at once, N = `max_concurrency`), `stream` (streamed instead of not), `prefix-cache` (the
 //! kind's cache switch off, against the reference asked with the cache on) and `restart` (after the session restarts the server). Each
 //! answer is compared with the one it must equal down to the first divergent token; a row is identical, near-tie
-//! flips only (numerical drift), diverged or failed. The matrix goes to `determinism.json`, and its rule
+//! flips only (numerical drift), diverged or failed. Each row also measures its noise floor: the |Δlogprob| of
+//! every token its comparisons' two answers share, pooled ([`Jitter`]); each divergence is judged against it
+//! (near-tie, numerical, behaviour change: [`gauntlet_schema::tokens::class_of`]). The class is the finding's words;
+//! the row's verdict stays the seed's (a numerical flip still diverges the row). The matrix goes to `determinism.json`, and its rule
 //! ([`gauntlet_schema::determinism::row_verdict`], [`matrix_failures`]) is what `verify` recomputes. One sample is
 //! never evidence: an empty or missing answer fails its row.
 
@@ -15,7 +18,7 @@ use gauntlet_schema::determinism::{
     Comparison, ComparisonOutcome, DETERMINISM_FILE, DETERMINISM_VERSION, DeterminismMatrix, DeterminismRow, MatrixRow,
     matrix_failures, row_verdict,
 };
-use gauntlet_schema::tokens::{NEAR_TIE_NATS, first_divergent_token};
+use gauntlet_schema::tokens::{JITTER_MIN_TOKENS, Jitter, NEAR_TIE_NATS, first_divergent_token, shared_deltas};
 use serde_json::{Value, json};
 
 use super::Outcome;
@@ -84,13 +87,36 @@ fn compare(case: &str, copy: usize, expected: &Asked, got: &Asked) -> Comparison
     c
 }
 
-fn row(row: MatrixRow, what: &str, comparisons: Vec<Comparison>, not_run: Option<String>) -> DeterminismRow {
+/// The |Δlogprob| of the tokens `expected` and `got` share, appended to a row's pool.
+fn deltas(expected: &Asked, got: &Asked, pool: &mut Vec<f64>) {
+    if let (Some(a), Some(b)) = (&expected.tokens, &got.tokens) {
+        shared_deltas(a, b, pool);
+    }
+}
+
+/// A row from its comparisons, each divergence judged against the row's pooled jitter.
+fn row(
+    row: MatrixRow,
+    what: &str,
+    mut comparisons: Vec<Comparison>,
+    pool: &[f64],
+    not_run: Option<String>,
+) -> DeterminismRow {
+    let jitter = Jitter::measure(pool);
+    for c in &mut comparisons {
+        if let Some(t) = c.token.take() {
+            let mut t = t.judged(jitter.clone());
+            t.checks_changed = Some(!c.checks_same);
+            c.token = Some(t);
+        }
+        (c.outcome, c.char_index) = c.recompute();
+    }
     let verdict = row_verdict(&comparisons);
     let first_divergence = match not_run {
         Some(why) => Some(why),
         None => comparisons.iter().find(|c| c.outcome != ComparisonOutcome::Identical).map(Comparison::describe),
     };
-    DeterminismRow { row, what: what.into(), verdict, first_divergence, comparisons }
+    DeterminismRow { row, what: what.into(), verdict, first_divergence, jitter, comparisons }
 }
 
 /// The request R3 sends for a case: not streamed, asking for tokens.
@@ -118,10 +144,12 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     let dialect = TokenDialect::of(profile);
     // Tool calls are left out (their arguments are not token-compared), and a repeat case is its source's request again.
     let cases: Vec<&Case> = profile.suite.cases.iter().filter(|c| c.tools.is_none() && c.repeat_of.is_none()).collect();
-    let mut rows: Vec<(MatrixRow, Vec<Comparison>)> = MatrixRow::ALL.iter().map(|r| (*r, Vec::new())).collect();
-    let mut push = |r: MatrixRow, c: Comparison| {
-        if let Some((_, v)) = rows.iter_mut().find(|(x, _)| *x == r) {
-            v.push(c);
+    let mut rows: Vec<(MatrixRow, Vec<Comparison>, Vec<f64>)> =
+        MatrixRow::ALL.iter().map(|r| (*r, Vec::new(), Vec::new())).collect();
+    let mut push = |r: MatrixRow, case: &str, copy: usize, expected: &Asked, got: &Asked| {
+        if let Some((_, v, pool)) = rows.iter_mut().find(|(x, _, _)| *x == r) {
+            v.push(compare(case, copy, expected, got));
+            deltas(expected, got, pool);
         }
     };
     let mut cache_switch = true;
@@ -130,18 +158,18 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
         let plain = body(case, profile, dialect);
         let reference = ask(client, profile, case, &plain).await;
         let warm = ask(client, profile, case, &plain).await;
-        push(MatrixRow::Repeat, compare(&case.id, 0, &reference, &warm));
+        push(MatrixRow::Repeat, &case.id, 0, &reference, &warm);
         let mut cold_body = plain.clone();
         cache_switch = dialect.skip_prompt_cache(&mut cold_body);
         if cache_switch {
             let cold = ask(client, profile, case, &cold_body).await;
-            push(MatrixRow::PrefixCache, compare(&case.id, 0, &reference, &cold));
+            push(MatrixRow::PrefixCache, &case.id, 0, &reference, &cold);
         }
         let stream = ask(client, profile, case, &streamed(plain.clone())).await;
-        push(MatrixRow::Stream, compare(&case.id, 0, &reference, &stream));
+        push(MatrixRow::Stream, &case.id, 0, &reference, &stream);
         let copies = futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain))).await;
         for (i, copy) in copies.iter().enumerate() {
-            push(MatrixRow::Concurrent, compare(&case.id, i, &reference, copy));
+            push(MatrixRow::Concurrent, &case.id, i, &reference, copy);
         }
         references.push((case, plain, reference));
     }
@@ -149,7 +177,7 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
         Ok(()) => {
             for (case, plain, reference) in &references {
                 let again = ask(client, profile, case, plain).await;
-                push(MatrixRow::Restart, compare(&case.id, 0, reference, &again));
+                push(MatrixRow::Restart, &case.id, 0, reference, &again);
             }
             None
         }
@@ -158,10 +186,11 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     let matrix = DeterminismMatrix {
         determinism_version: DETERMINISM_VERSION,
         near_tie_nats: NEAR_TIE_NATS,
+        jitter_min_tokens: Some(JITTER_MIN_TOKENS),
         concurrency: n,
         rows: rows
             .into_iter()
-            .map(|(r, comparisons)| {
+            .map(|(r, comparisons, pool)| {
                 let (what, not_run) = match r {
                     MatrixRow::Repeat => ("the same request again, its prompt cached, against the reference", None),
                     MatrixRow::Concurrent => ("concurrent identical requests against the reference", None),
@@ -172,7 +201,7 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
                     ),
                     MatrixRow::Restart => ("after a server restart against the reference", restart_not_run.clone()),
                 };
-                row(r, what, comparisons, not_run)
+                row(r, what, comparisons, &pool, not_run)
             })
             .collect(),
     };
@@ -183,7 +212,16 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     let summary = matrix
         .rows
         .iter()
-        .map(|r| format!("{} {}", r.row.as_str(), r.verdict.as_str()))
+        .map(|r| match &r.jitter {
+            Some(j) => format!(
+                "{} {} (jitter ≤ {:.3} nats over {} tokens)",
+                r.row.as_str(),
+                r.verdict.as_str(),
+                j.max_nats,
+                j.tokens
+            ),
+            None => format!("{} {}", r.row.as_str(), r.verdict.as_str()),
+        })
         .collect::<Vec<_>>()
         .join(" · ");
     let written = crate::util::write_atomic(
@@ -196,7 +234,9 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     let rows: Vec<Value> = matrix
         .rows
         .iter()
-        .map(|r| json!({"row": r.row, "verdict": r.verdict, "first_divergence": r.first_divergence}))
+        .map(
+            |r| json!({"row": r.row, "verdict": r.verdict, "first_divergence": r.first_divergence, "jitter": r.jitter}),
+        )
         .collect();
     Outcome::judged(
         failures,
@@ -243,6 +283,6 @@ mod tests {
         assert_eq!((c.outcome, c.describe()), (ComparisonOutcome::Failed, "case `c`: failed: timed out".into()));
         let c = compare("c", 0, &failed, &asked("a"));
         assert!(c.describe().contains("the answer to compare with failed"), "{}", c.describe());
-        assert_eq!(row(MatrixRow::Stream, "", vec![c], None).verdict, RowVerdict::Failed);
+        assert_eq!(row(MatrixRow::Stream, "", vec![c], &[], None).verdict, RowVerdict::Failed);
     }
 }

@@ -18,7 +18,7 @@ use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError};
 use gauntlet_schema::IdentityRecord;
 use gauntlet_schema::bench::Call;
 use gauntlet_schema::determinism::{
-    DETERMINISM_FILE, DETERMINISM_VERSION, DeterminismMatrix, matrix_failures, row_verdict,
+    DETERMINISM_FILE, DETERMINISM_READABLE, DeterminismMatrix, matrix_failures, row_verdict,
 };
 
 /// Files that describe the bundle rather than being evidence: not hashed into the manifest.
@@ -307,7 +307,7 @@ fn r3(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
     }
     let raw = read_json(dir, DETERMINISM_FILE, problems)?;
     let mut matrix: DeterminismMatrix = parse(&raw, DETERMINISM_FILE, problems)?;
-    if matrix.determinism_version != DETERMINISM_VERSION {
+    if !DETERMINISM_READABLE.contains(&matrix.determinism_version) {
         problems.push(format!(
             "{DETERMINISM_FILE}: determinism_version {} is not readable here",
             matrix.determinism_version
@@ -327,6 +327,19 @@ fn r3(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
     }
     for r in &mut matrix.rows {
         for c in &r.comparisons {
+            // A divergence's class from its recorded gap, swing and jitter: a tampered `near-tie` is caught here.
+            if let Some(t) = &c.token
+                && t.recomputed_class() != t.class
+            {
+                problems.push(format!(
+                    "{DETERMINISM_FILE}: row {} case `{}` copy {} calls its divergence {} but its numbers give {}",
+                    r.row.as_str(),
+                    c.case,
+                    c.copy,
+                    t.class.as_str(),
+                    t.recomputed_class().as_str()
+                ));
+            }
             let (outcome, at) = c.recompute();
             if (outcome, at) != (c.outcome, c.char_index) {
                 problems.push(format!(

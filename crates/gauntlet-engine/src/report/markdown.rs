@@ -34,6 +34,9 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         None => "none".into(),
     };
     let _ = writeln!(s, "| baseline | {base} |");
+    if let Some(j) = super::jitter_line(run) {
+        let _ = writeln!(s, "| text jitter vs baseline | {} |", text(&j));
+    }
     let count = |st: CaseStatus| run.cases.iter().filter(|c| c.status == st).count();
     let _ = writeln!(
         s,
@@ -91,7 +94,7 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
             status_word(c),
             tokens(c),
             c.seconds.map(|v| format!("{v:.2}")).unwrap_or_else(|| "—".into()),
-            text(&versus(c, old)),
+            text(&versus(c, old, run)),
             text(&detail(c)),
         );
     }
@@ -218,23 +221,20 @@ fn tokens(c: &CaseRecord) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-fn versus(c: &CaseRecord, old: Option<&CaseRecord>) -> String {
+fn versus(c: &CaseRecord, old: Option<&CaseRecord>, run: &RunRecord) -> String {
     match (old.and_then(|o| o.observed.as_deref()), c.observed.as_deref()) {
         (Some(a), Some(b)) => match first_difference(a, b) {
             None => "same text".into(),
             // At the token where it turned, when both answers carry tokens: a near-tie flip or a changed answer.
-            Some(at) => match old.and_then(|o| divergence(o, c)) {
-                Some(d) => format!("differs at {}", d.describe()),
-                None => format!("differs at char {at}"),
-            },
+            Some(at) => {
+                match old.and_then(|o| gauntlet_schema::diff::judged_divergence(o, c, run.baseline_jitter.as_ref())) {
+                    Some(d) => format!("differs at {}", d.describe()),
+                    None => format!("differs at char {at}"),
+                }
+            }
         },
         _ => "—".into(),
     }
-}
-
-fn divergence(old: &CaseRecord, c: &CaseRecord) -> Option<gauntlet_schema::TokenDivergence> {
-    let (a, b) = (old.answer.as_ref()?.tokens.as_ref()?, c.answer.as_ref()?.tokens.as_ref()?);
-    gauntlet_schema::tokens::first_divergent_token(a, b)
 }
 
 pub(crate) fn detail(c: &CaseRecord) -> String {

@@ -26,3 +26,20 @@ pub fn ordered(findings: &[Finding]) -> Vec<&Finding> {
 pub fn is_server_change(f: &Finding) -> bool {
     f.kind == FindingKind::ServerChanged && f.severity != Severity::Info
 }
+
+/// The noise floor the text comparison with the baseline was judged against (run.json `baseline_jitter`), in
+/// words: `≤ 0.120 nats over 788 shared tokens (median 0.002, p99 0.001); a flip is numerical when its swing is
+/// ≤ 0.240`; None without a baseline comparison that measured one.
+pub fn jitter_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
+    use gauntlet_schema::tokens::{JITTER_MIN_TOKENS, JITTER_SWING_FACTOR};
+    let j = run.baseline_jitter.as_ref()?;
+    let rule = if j.decides() {
+        format!("a flip is numerical when its swing is ≤ {:.3} nats", JITTER_SWING_FACTOR * j.max_nats)
+    } else {
+        format!("fewer than {JITTER_MIN_TOKENS} tokens: the 0.1-nat near-tie constant alone decides")
+    };
+    Some(format!(
+        "≤ {:.3} nats over {} shared tokens (median {:.3}, p99 {:.3}); {rule}",
+        j.max_nats, j.tokens, j.median_nats, j.p99_nats
+    ))
+}

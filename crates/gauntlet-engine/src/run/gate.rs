@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
-    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, Finding, RUN_RECORD_VERSION,
+    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, DraftSummary, Finding, RUN_RECORD_VERSION,
     RunRecord, ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
 };
 use serde_json::Value;
@@ -19,6 +19,7 @@ use crate::session::{Session, SessionOptions};
 use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
+use gauntlet_schema::tokens::{Jitter, TokenDivergence, first_divergent_token, shared_deltas};
 
 /// The session's errors, under the name the commands have always matched on.
 pub use crate::session::SessionError as GateError;
@@ -115,12 +116,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             record.skip_reason = Some(reason.into());
         } else {
             let deadline = (now + profile.request_timeout).min(budget_deadline);
-            let source_tokens = case
-                .repeat_of
-                .as_ref()
-                .and_then(|src| cases.iter().find(|c| &c.id == src))
-                .and_then(|c| c.answer.as_ref()?.tokens.clone());
-            let source = source_observed.as_ref().and_then(|s| s.as_deref()).map(|s| (s, source_tokens.as_ref()));
+            let source = repeat_source(case, &cases, profile);
             if let Err(e) = rt.block_on(answer_case(&client, case, &mut record, source, deadline)) {
                 if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
                     over_budget = true;
@@ -252,6 +248,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         sentry: Some(sentry),
         build,
         server_metrics,
+        baseline_jitter: None,
     };
     if !spawned && record.build.is_none() {
         record.findings.push(Finding {
@@ -262,6 +259,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         });
     }
     let baseline = opts.baseline.as_ref().map(|(b, _)| *b);
+    record.baseline_jitter = baseline.and_then(|b| crate::compare::baseline_jitter(&record, b));
     let assessed = verdict::assess_with(&record, baseline, &profile.thresholds, opts.decode_spread);
     record.findings.extend(assessed);
     // A changed server is listed first: it explains whatever drift follows (see `crate::report::ordered`).
@@ -326,7 +324,36 @@ pub(crate) fn new_case_record(case: &Case, profile: &Profile) -> CaseRecord {
         seconds: None,
         observed: None,
         checks: Vec::new(),
+        divergence: None,
     }
+}
+
+/// What a repeat is judged against: its source's answer, and the source case's checks with whether they passed
+/// there (to say whether a flip changed a check's outcome).
+pub(crate) struct RepeatSource<'a> {
+    observed: &'a str,
+    tokens: Option<&'a AnswerTokens>,
+    checks: Option<(&'a crate::suite::Check, bool)>,
+}
+
+/// The source of `case` among the cases answered so far, when it is a repeat whose source answered.
+pub(crate) fn repeat_source<'a>(
+    case: &Case,
+    answered: &'a [CaseRecord],
+    profile: &'a Profile,
+) -> Option<RepeatSource<'a>> {
+    let src = case.repeat_of.as_ref()?;
+    let record = answered.iter().find(|c| &c.id == src)?;
+    Some(RepeatSource {
+        observed: record.observed.as_deref()?,
+        tokens: record.answer.as_ref().and_then(|a| a.tokens.as_ref()),
+        checks: profile
+            .suite
+            .cases
+            .iter()
+            .find(|c| &c.id == src)
+            .map(|c| (&c.check, record.status == CaseStatus::Pass)),
+    })
 }
 
 /// Asks one case and judges the answer: by its checks, or for a repeat by equality with its source's text.
@@ -334,7 +361,7 @@ pub(crate) async fn answer_case(
     client: &Client,
     case: &Case,
     record: &mut CaseRecord,
-    source: Option<(&str, Option<&AnswerTokens>)>,
+    source: Option<RepeatSource<'_>>,
     deadline: Instant,
 ) -> Result<(), ClientError> {
     let sent = Instant::now();
@@ -343,8 +370,12 @@ pub(crate) async fn answer_case(
     match result {
         Ok(answer) => {
             let observed = observed_text(&answer);
-            record.checks = match source {
-                Some((src, tokens)) => vec![repeat_check(src, tokens, &observed, answer.tokens.as_ref())],
+            record.checks = match &source {
+                Some(src) => {
+                    let (check, divergence) = repeat_check(src, &observed, &answer);
+                    record.divergence = divergence;
+                    vec![check]
+                }
                 None => evaluate(&case.check, &answer),
             };
             record.status = if record.checks.iter().all(|c| c.passed) { CaseStatus::Pass } else { CaseStatus::Fail };
@@ -368,27 +399,28 @@ pub(crate) async fn answer_case(
     }
 }
 
-/// A repeat must say exactly what its source said; where it does not, the first divergent token tells a near-tie
-/// flip from a changed answer (it still fails: a repeat tests determinism).
-fn repeat_check(
-    source: &str,
-    source_tokens: Option<&AnswerTokens>,
-    observed: &str,
-    tokens: Option<&AnswerTokens>,
-) -> CheckResult {
-    match gauntlet_schema::diff::first_difference(source, observed) {
-        None => CheckResult { check: "identical".into(), passed: true, detail: String::new() },
+/// A repeat must say exactly what its source said; where it does not, the first divergent token, judged against
+/// the jitter of the tokens the two answers share, says whether the flip is a near-tie, numerical or a behaviour
+/// change, and whether it changed the source's checks (it still fails: a repeat tests determinism).
+fn repeat_check(source: &RepeatSource<'_>, observed: &str, answer: &Answer) -> (CheckResult, Option<TokenDivergence>) {
+    match gauntlet_schema::diff::first_difference(source.observed, observed) {
+        None => (CheckResult { check: "identical".into(), passed: true, detail: String::new() }, None),
         Some(at) => {
-            let token = source_tokens
-                .zip(tokens)
-                .and_then(|(a, b)| gauntlet_schema::tokens::first_divergent_token(a, b))
-                .map(|d| format!(", {}", d.describe()))
-                .unwrap_or_default();
-            CheckResult {
+            let divergence = source.tokens.zip(answer.tokens.as_ref()).and_then(|(a, b)| {
+                let mut pool = Vec::new();
+                shared_deltas(a, b, &mut pool);
+                let mut d = first_divergent_token(a, b)?.judged(Jitter::measure(&pool));
+                d.checks_changed =
+                    source.checks.map(|(check, passed)| evaluate(check, answer).iter().all(|c| c.passed) != passed);
+                Some(d)
+            });
+            let token = divergence.as_ref().map(|d| format!(", {}", d.describe())).unwrap_or_default();
+            let check = CheckResult {
                 check: "identical".into(),
                 passed: false,
                 detail: format!("differs from its source at char {at}{token}"),
-            }
+            };
+            (check, divergence)
         }
     }
 }
@@ -417,11 +449,39 @@ pub fn decode_summary(cases: &[CaseRecord]) -> DecodeSummary {
         })
         .collect();
     DecodeSummary {
+        draft: draft_summary(cases),
         median_tokens_per_second: median(rates.clone()),
         token_source: (!answered.is_empty()).then(|| source.to_owned()),
         cases_counted: rates.len(),
         server_median_tokens_per_second: server.and_then(median),
     }
+}
+
+/// The draft's counts summed over every answer whose server timings report them; None when none does (no draft).
+pub fn draft_summary(cases: &[CaseRecord]) -> Option<DraftSummary> {
+    let mut out = DraftSummary {
+        answers: 0,
+        drafted_tokens: 0,
+        accepted_tokens: 0,
+        acceptance_rate: None,
+        mean_accepted_length: None,
+    };
+    let mut predicted = Some(0u64);
+    for t in cases.iter().filter_map(|c| c.answer.as_ref()?.timings.as_ref()) {
+        let (Some(drafted), Some(accepted)) = (t.draft_tokens, t.draft_accepted_tokens) else { continue };
+        out.answers += 1;
+        out.drafted_tokens = out.drafted_tokens.saturating_add(drafted);
+        out.accepted_tokens = out.accepted_tokens.saturating_add(accepted.min(drafted));
+        predicted = predicted.zip(t.predicted_tokens).map(|(a, b)| a.saturating_add(b));
+    }
+    if out.answers == 0 {
+        return None;
+    }
+    out.acceptance_rate = (out.drafted_tokens > 0).then(|| out.accepted_tokens as f64 / out.drafted_tokens as f64);
+    out.mean_accepted_length = predicted
+        .filter(|p| *p > out.accepted_tokens)
+        .map(|p| p as f64 / (p - out.accepted_tokens) as f64);
+    Some(out)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

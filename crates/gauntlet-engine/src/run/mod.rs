@@ -16,5 +16,5 @@ pub use bench::{
 pub(crate) use bench::{Ways, level, measure, run_batch, to_timeline};
 pub mod paired;
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
-pub(crate) use gate::{answer_case, case_request, new_case_record};
+pub(crate) use gate::{answer_case, case_request, new_case_record, repeat_source};
 pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};

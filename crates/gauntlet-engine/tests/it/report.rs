@@ -22,6 +22,7 @@ fn case(id: &str, status: CaseStatus, content: Option<&str>) -> CaseRecord {
         seconds: content.map(|_| 0.5),
         observed: content.map(str::to_owned),
         checks: Vec::new(),
+        divergence: None,
     }
 }
 
@@ -87,6 +88,7 @@ fn record() -> (RunRecord, RunRecord) {
             token_source: Some("usage".into()),
             cases_counted: 2,
             server_median_tokens_per_second: None,
+            draft: None,
         },
         findings: vec![
             Finding {
@@ -118,6 +120,7 @@ fn record() -> (RunRecord, RunRecord) {
             request_timeout_seconds: 120.0,
             suite_budget_seconds: 300.0,
             expected_failures: vec!["json".into()],
+            draft_acceptance_ratio_warn: 0.9,
         },
         baseline: Some(BaselineRef {
             path: "base.json".into(),
@@ -128,6 +131,7 @@ fn record() -> (RunRecord, RunRecord) {
         sentry: None,
         build: None,
         server_metrics: None,
+        baseline_jitter: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

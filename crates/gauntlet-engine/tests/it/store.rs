@@ -56,11 +56,13 @@ pub(crate) fn record(args: &[&str], note: &str) -> RunRecord {
             request_timeout_seconds: 1.0,
             suite_budget_seconds: 1.0,
             expected_failures: Vec::new(),
+            draft_acceptance_ratio_warn: 0.9,
         },
         baseline: None,
         sentry: None,
         build: None,
         server_metrics: None,
+        baseline_jitter: None,
     }
 }
 

@@ -750,6 +750,20 @@ fn determinism_matrix_of_the_embedded_default_has_five_rows_with_verdicts() {
         assert!(["identical", "near-tie-only", "diverged", "failed"].contains(verdict), "{row}: {verdict}\n{stdout}");
     }
     assert!(m["rows"][4]["comparisons"].as_array().unwrap().len() >= 10, "the restart row ran: {stdout}");
+    // Every row measured its noise floor on this server and machine: the |Δlogprob| of the tokens its answers share,
+    // over enough of them to decide a flip's class; each divergence is classed against it.
+    assert_eq!(m["determinism_version"], 2);
+    for r in m["rows"].as_array().unwrap() {
+        let j = &r["jitter"];
+        let (tokens, max) = (j["tokens"].as_u64().unwrap_or(0), j["max_nats"].as_f64().unwrap_or(f64::NAN));
+        eprintln!("R3 row {}: {} — jitter ≤ {max} nats over {tokens} shared tokens ({j})", r["row"], r["verdict"]);
+        assert!(tokens >= 32 && max.is_finite() && max >= 0.0, "row {}: {j}\n{stdout}", r["row"]);
+        for c in r["comparisons"].as_array().unwrap().iter().filter(|c| !c["token"].is_null()) {
+            let class = c["token"]["class"].as_str().unwrap();
+            assert!(["near-tie", "numerical", "behaviour-change"].contains(&class), "{c}");
+            assert_eq!(c["token"]["jitter"], *j, "a divergence is judged against its row's jitter: {c}");
+        }
+    }
     let v = gauntlet(&["verify", out.to_str().unwrap()], &[], Duration::from_secs(60));
     assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
 }

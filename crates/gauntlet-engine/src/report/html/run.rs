@@ -99,6 +99,7 @@ fn facts(html: &mut String, run: &RunRecord) {
         ("Decode", decode),
         ("Cases", cases),
         ("Baseline", base),
+        ("Text jitter vs baseline", super::super::jitter_line(run).unwrap_or_else(|| "not measured".into())),
         ("Started", format!("{} ({:.1} s)", run.started_at, run.wall_seconds)),
         ("Identity", run.identity_digest.clone()),
     ] {

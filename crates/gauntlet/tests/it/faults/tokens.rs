@@ -64,9 +64,22 @@ fn gate_records_token_ids_and_compare_reports_the_first_divergent_token() {
 
 #[test]
 fn a_near_tie_flip_against_the_baseline_is_numerical_drift_and_a_far_one_text_drift() {
-    for (flavour, kind, severity, words) in [
-        ("restart:near-tie", "numerical-drift", "info", "('on' vs 'ALT', gap 0.01 nats: near-tie)"),
-        ("restart", "text-drift", "warn", "('on' vs 'far', gap 4.95 nats: behaviour change)"),
+    // The fake has no jitter here: the tokens both runs share moved by nothing, and the far flip is far outside.
+    for (flavour, kind, severity, words, end) in [
+        (
+            "restart:near-tie",
+            "numerical-drift",
+            "info",
+            "('on' vs 'ALT', gap 0.01 nats",
+            ": near-tie; checks unchanged)",
+        ),
+        (
+            "restart",
+            "text-drift",
+            "warn",
+            "('on' vs 'far', gap 4.95 nats, swing > 9.90 nats; shared tokens moved ≤ 0.00 nats over ",
+            ": behaviour change; checks unchanged)",
+        ),
     ] {
         let f = Fixture::new("tokens-drift");
         let state = f.path().join("starts");
@@ -78,9 +91,10 @@ fn a_near_tie_flip_against_the_baseline_is_numerical_drift_and_a_far_one_text_dr
         assert_eq!(found.len(), 4, "{kind}: {}", run.explain());
         assert!(found.iter().all(|x| x["severity"] == severity), "{found:?}");
         let message = found[0]["message"].as_str().unwrap();
-        assert!(message.contains(&format!("token 39 {words}")), "{message}");
+        assert!(message.contains(&format!("token 39 {words}")) && message.ends_with(end), "{message}");
         let md = std::fs::read_to_string(run.out.join("report.md")).unwrap();
-        assert!(md.contains(&format!("differs at token 39 {words}")), "{md}");
+        let md_words = words.replace('>', "&gt;"); // report.md escapes what a Markdown reader would take as markup
+        assert!(md.contains(&format!("differs at token 39 {md_words}")) && md.contains(end), "{md}");
     }
 }
 
@@ -103,7 +117,8 @@ fn each_row_of_the_determinism_matrix_is_named_when_the_server_diverges_there() 
         let r3 = read(&bundle.join("r3-determinism.json"));
         let failure = r3["failures"][0].as_str().unwrap();
         assert!(failure.starts_with(&format!("row {row}: diverged: case `")), "{failure}");
-        assert!(failure.contains("gap 4.95 nats: behaviour change"), "{failure}");
+        assert!(failure.contains("gap 4.95 nats, swing > 9.90 nats; shared tokens moved ≤ 0.00 nats"), "{failure}");
+        assert!(failure.ends_with(": behaviour change; checks unchanged)"), "{failure}");
         // The bundle verifies: the stored verdicts are those the raw comparisons give.
         let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
         assert_eq!(v.status.code(), Some(0), "{row}: {}", String::from_utf8_lossy(&v.stdout));
@@ -177,4 +192,85 @@ fn the_fakes_concurrent_divergence_follows_arrivals_not_handlers() {
     std::thread::sleep(Duration::from_millis(350));
     let second = ask();
     assert_eq!((first.join().unwrap(), second), ("far".to_owned(), "far".to_owned()));
+}
+
+/// The fake shifts every token's logprobs by up to 0.2 nats per request (`--jitter 0.2`), so the 39 tokens a repeat
+/// shares with its source moved by up to 0.4. A flip whose swing is 0.30 (gap 0.15 each way) lies within twice that
+/// jitter: numerical. The far flip (gap 4.95, the old token not even in the new answer's alternatives) is a behaviour
+/// change. Either way the repeat still warns (the verdict rule is the seed's), and run.json holds both sides.
+#[test]
+fn a_repeat_flip_within_the_measured_jitter_is_numerical_and_a_far_one_a_behaviour_change() {
+    for (flavour, class, words) in [
+        ("repeat:numerical", "numerical", "('on' vs 'MID', gap 0.15 nats, swing 0.30 nats; shared tokens moved ≤ "),
+        ("repeat", "behaviour-change", "('on' vs 'far', gap 4.95 nats, swing > 9.90 nats; shared tokens moved ≤ "),
+    ] {
+        let f = Fixture::new("tokens-jitter").fault(&["--jitter", "0.2", "--diverge", flavour]);
+        let run = f.run(&[]);
+        let record = run.record.clone().unwrap_or_else(|| panic!("{}", run.explain()));
+        let case = record["cases"].as_array().unwrap().iter().find(|c| c["id"] == "alpha-again").unwrap();
+        let d = &case["divergence"];
+        assert_eq!((d["index"].as_u64(), d["class"].as_str()), (Some(39), Some(class)), "{d}");
+        let j = &d["jitter"];
+        let max = j["max_nats"].as_f64().unwrap();
+        assert_eq!(j["tokens"], 39, "{j}");
+        assert!(max > 0.15 && max <= 0.4, "the fake's jitter is at most 2 × 0.2: {j}");
+        // Both sides at the divergence, with their alternatives.
+        let side = |s: &str, i: usize| (d[s]["text"].as_str().unwrap(), d[s]["top"][i]["text"].as_str().unwrap());
+        assert_eq!(side("baseline_token", 0), ("on", "on"), "{d}");
+        if class == "numerical" {
+            assert_eq!(side("run_token", 1), ("MID", "on"), "the new answer ranks the old token second: {d}");
+            assert_eq!(d["checks_changed"], false, "{d}");
+        }
+        let found = run.findings("repeat-differs");
+        assert_eq!(found.len(), 1, "{}", run.explain());
+        assert_eq!(found[0]["severity"], "warn", "a repeat that differs still warns: {found:?}");
+        let message = found[0]["message"].as_str().unwrap();
+        let label = if class == "numerical" {
+            ": numerical; checks unchanged)"
+        } else {
+            ": behaviour change; checks unchanged)"
+        };
+        assert!(message.contains(&format!("token 39 {words}")) && message.ends_with(label), "{message}");
+    }
+}
+
+/// R3 with the fake's jitter: every row measures it over the tokens its comparisons share; the stream row's flip
+/// (swing 0.30) is numerical, and the row still diverges (R3 fails on divergence, as before). `verify` recomputes the
+/// class from the recorded gap, swing and jitter, so a flip relabelled a near-tie is caught.
+#[test]
+fn r3_rows_report_their_jitter_and_a_flip_within_it_is_numerical_but_still_diverges() {
+    let f = Fixture::new("r3-jitter").fault(&["--jitter", "0.2", "--diverge", "stream:numerical"]);
+    let (code, bundle, stdout) = qualify(&f, "R3");
+    assert_eq!(code, Some(1), "{stdout}");
+    let m = read(&bundle.join("determinism.json"));
+    assert_eq!(m["determinism_version"], 2);
+    for r in m["rows"].as_array().unwrap() {
+        if r["row"] == "restart" {
+            continue; // the fake's restart row asks after a new start: measured too, but not needed here
+        }
+        let j = &r["jitter"];
+        assert!(j["tokens"].as_u64().unwrap() >= 32 && j["max_nats"].as_f64().unwrap() <= 0.4, "{r}");
+    }
+    let stream = m["rows"].as_array().unwrap().iter().find(|r| r["row"] == "stream").unwrap();
+    assert_eq!(stream["verdict"], "diverged", "{stream}");
+    let classes: Vec<&str> =
+        stream["comparisons"].as_array().unwrap().iter().map(|c| c["token"]["class"].as_str().unwrap()).collect();
+    assert!(!classes.is_empty() && classes.iter().all(|c| *c == "numerical"), "{classes:?}");
+    let first = stream["first_divergence"].as_str().unwrap();
+    assert!(
+        first.contains("swing 0.30 nats; shared tokens moved ≤ ") && first.ends_with(": numerical; checks unchanged)"),
+        "{first}"
+    );
+    let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
+    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
+    // Relabelled a near-tie (which would pass the row): caught.
+    let path = bundle.join("determinism.json");
+    let mut m = m;
+    let stream = m["rows"].as_array_mut().unwrap().iter_mut().find(|r| r["row"] == "stream").unwrap();
+    stream["comparisons"][0]["token"]["class"] = json!("near-tie");
+    std::fs::write(&path, m.to_string()).unwrap();
+    let v = gauntlet(&["verify", bundle.to_str().unwrap()], &[], Duration::from_secs(30));
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert_ne!(v.status.code(), Some(0), "{out}");
+    assert!(out.contains("calls its divergence near-tie but its numbers give numerical"), "{out}");
 }

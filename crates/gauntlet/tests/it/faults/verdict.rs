@@ -101,7 +101,9 @@ fn text_drift_warns_with_the_first_differing_character() {
     assert_eq!(drift[0]["case"], "alpha");
     // "alpha and so " is 13 characters; the 14th differs ("o" of "on" vs "f" of "forth").
     // Both records carry tokens: the first divergent one is named, with its gap in the baseline's alternatives.
-    let token = "token 3 ('on ' vs 'forth ', gap > 4.95 nats, not in the baseline's top 5: behaviour change)";
+    // The shared tokens (the fake gives every one the same logprob) moved by nothing: the flip is far outside.
+    let token = "token 3 ('on ' vs 'forth ', gap > 4.95 nats, not in the baseline's top 5, swing > 9.90 nats; shared \
+                 tokens moved ≤ 0.00 nats over 126 tokens (median 0.000): behaviour change; checks unchanged)";
     assert_eq!(drift[0]["message"], format!("text differs from the baseline at char 13, {token}"));
     let report = std::fs::read_to_string(run.out.join("report.md")).unwrap();
     // In Markdown the `>` of the lower bound is escaped like any server-adjacent text.
