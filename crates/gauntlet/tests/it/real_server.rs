@@ -13,6 +13,7 @@ mod mistralrs;
 mod netfault;
 mod paired;
 mod speed;
+mod vllm;
 
 fn home() -> PathBuf {
     std::env::var_os("GAUNTLET_HOME")
@@ -66,11 +67,18 @@ fn assert_every_case_answered(run: &Run) -> (&Value, &Vec<Value>) {
 }
 
 fn assert_whole_suite_answered(run: &Run) {
+    let (record, _) = assert_answers_complete(run);
+    assert!(record["server"]["load_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(record["server"]["stop"], "terminated");
+}
+
+/// Every case answered and checked, greedy repeats identical, decode speed from `usage`, the stream's timeline and
+/// the long prompt kept, and every answer's tokens with ids, logprobs and five alternatives (a spawned or an
+/// attached server alike).
+fn assert_answers_complete(run: &Run) -> (&Value, &Vec<Value>) {
     let (record, cases) = assert_every_case_answered(run);
     assert_eq!(run.case("multiply-again")["status"], "pass", "greedy repeat must be byte-identical");
     assert_eq!(run.case("multiply-again")["observed"], run.case("multiply")["observed"]);
-    assert!(record["server"]["load_seconds"].as_f64().unwrap() > 0.0);
-    assert_eq!(record["server"]["stop"], "terminated");
     assert!(record["decode"]["median_tokens_per_second"].as_f64().unwrap() > 0.0);
     assert_eq!(record["decode"]["token_source"], "usage");
     let stream = run.case("stream");
@@ -80,7 +88,7 @@ fn assert_whole_suite_answered(run: &Run) {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "monotonic timestamps");
     let needle = run.case("needle");
     assert!(needle["answer"]["usage"]["prompt_tokens"].as_u64().unwrap() > 2000, "the needle prompt is long");
-    // Every answer with text carries its tokens: llama.cpp's ids, each with a logprob and its top alternatives.
+    // Every answer with text carries its tokens: the engine's ids, each with a logprob and its top alternatives.
     for c in cases.iter().filter(|c| c["answer"]["content"].as_str().is_some_and(|t| !t.is_empty())) {
         let tokens = &c["answer"]["tokens"];
         assert_eq!(tokens["source"], "ids", "case {}: {tokens}", c["id"]);
@@ -91,6 +99,7 @@ fn assert_whole_suite_answered(run: &Run) {
             assert_eq!(t["top"].as_array().unwrap().len(), 5, "{t}");
         }
     }
+    (record, cases)
 }
 
 fn gate_twice(profile: &str, via: Via) -> (tempfile::TempDir, Run) {

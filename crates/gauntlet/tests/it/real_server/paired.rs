@@ -30,7 +30,7 @@ fn healthy(port: u16) -> bool {
     String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200")
 }
 
-fn wait_healthy(port: u16, child: &mut Child, limit: Duration) {
+pub(super) fn wait_healthy(port: u16, child: &mut Child, limit: Duration) {
     let deadline = Instant::now() + limit;
     while !healthy(port) {
         assert!(child.try_wait().unwrap().is_none(), "the server on port {port} exited");
