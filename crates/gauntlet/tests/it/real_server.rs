@@ -12,6 +12,7 @@ use serde_json::Value;
 mod mistralrs;
 mod netfault;
 mod paired;
+mod structured;
 
 fn home() -> PathBuf {
     std::env::var_os("GAUNTLET_HOME")
