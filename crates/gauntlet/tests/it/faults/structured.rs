@@ -34,6 +34,9 @@ fn city_checks(answer: &str) -> (String, Vec<serde_json::Value>) {
     assert_no_survivors(&f.tag);
     let record = run.record.clone().unwrap_or_else(|| panic!("no run.json: {}", run.explain()));
     let case = record["cases"].as_array().unwrap().iter().find(|c| c["id"] == "city").unwrap().clone();
+    let sent = &case["request"]["response_format"];
+    assert_eq!((sent["type"].as_str(), sent["json_schema"]["name"].as_str()), (Some("json_schema"), Some("city")));
+    assert_eq!(sent["json_schema"]["schema"]["required"], serde_json::json!(["name", "population"]));
     (case["status"].as_str().unwrap_or_default().to_owned(), case["checks"].as_array().unwrap().clone())
 }
 

@@ -62,5 +62,11 @@ fn a_structured_output_case_passes_against_llama_server_with_its_grammar() {
     let checks = case["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 1, "{case:#}");
     assert_eq!(checks[0]["check"], "json_schema");
+    assert_eq!(case["request"]["response_format"]["json_schema"]["name"], "city", "the schema was sent: {case:#}");
+    let content = case["answer"]["content"].as_str().unwrap_or_default();
+    eprintln!("structured answer: {content}");
+    // The grammar leaves no room for prose or fences: the whole answer is the object.
+    let whole: serde_json::Value = serde_json::from_str(content.trim()).unwrap_or_else(|e| panic!("{e}: {content}"));
+    assert!(whole.is_object(), "{content}");
     assert_eq!(case["status"], "pass", "the grammar-constrained answer must match its schema: {case:#}");
 }
