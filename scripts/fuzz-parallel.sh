@@ -9,11 +9,11 @@
 set -u
 F=/tmp/fz
 T=${FUZZ_SECONDS:-1050}
-PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log:3 store:4 bundle_verify:2 report_run:1 metrics_values:1 lm_eval:1}
+PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log:3 store:4 bundle_verify:2 report_run:1 metrics_values:1 lm_eval:1 save_result:1}
 case $1 in
 start)
   rm -rf "$F"; mkdir -p "$F/bin" "$F/new" "$F/logs" "$F/corpus"
-  cp "${FUZZ_BIN:-.gpu-f}"/{sse_stream,chat_completion,manifest,kernel_log,records,store,bundle_verify,report_run,metrics_values,lm_eval} "$F/bin/"; chmod +x "$F"/bin/*
+  cp "${FUZZ_BIN:-.gpu-f}"/{sse_stream,chat_completion,manifest,kernel_log,records,store,bundle_verify,report_run,metrics_values,lm_eval,save_result} "$F/bin/"; chmod +x "$F"/bin/*
   cp -r fuzz/corpus/. "$F/corpus/"
   nproc; grep -m1 "model name" /proc/cpuinfo
   launch() {

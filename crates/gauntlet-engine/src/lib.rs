@@ -6,6 +6,7 @@ pub mod build;
 pub mod client;
 pub mod compare;
 pub mod doctor;
+pub mod formats;
 pub mod identity;
 pub mod kinds;
 #[cfg(test)]

@@ -70,6 +70,20 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Put a bench's numbers beside another tool's run of the same server: vLLM's `bench serve --save-result` JSON.
+    /// Informational: it judges nothing (the two tools time differently; see the book's bench chapter).
+    CompareBench {
+        /// gauntlet's bench.json.
+        bench: PathBuf,
+        /// vLLM's `--save-result` JSON (`benchmarks/benchmark_serving.py` or `vllm bench serve`).
+        #[arg(long, value_name = "FILE")]
+        vllm: PathBuf,
+        /// The bench level to compare. Default: the vLLM run's `max_concurrency`, else the bench's only level.
+        #[arg(long, value_name = "N")]
+        concurrency: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Re-render a stored run (`report RUN --format md|html|junit|json`), or fold the run records of a CI matrix
     /// into one verdict, summary.md, junit.xml and merged.json (`report --merge …`).
     Report(ReportArgs),
@@ -194,7 +208,7 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) history: Vec<PathBuf>,
     /// Also write the results in this format beside bench.json: `csv` writes bench.csv (one row per concurrency
-    /// and metric).
+    /// and metric); `llmd` writes llm-d's Benchmark Report v0.2, one `llmd-c<N>.json` per concurrency.
     #[arg(long, value_enum)]
     pub(crate) format: Option<BenchFormat>,
     /// Open loop: each batch's requests (as many as the concurrency) arrive as a seeded Poisson process at this
@@ -225,6 +239,7 @@ pub(crate) struct BenchArgs {
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub(crate) enum BenchFormat {
     Csv,
+    Llmd,
 }
 
 #[derive(clap::Args)]

@@ -53,6 +53,10 @@ struct CaseFile {
     repeat_of: Option<String>,
     #[serde(default)]
     extra_body: Option<toml::Table>,
+    /// Structured output: `{ type = "json_schema", json_schema = { name, schema, strict } }` or
+    /// `{ type = "json_object" }`, sent as the request's `response_format`.
+    #[serde(default)]
+    response_format: Option<toml::Table>,
     #[serde(default)]
     check: Check,
 }
@@ -100,6 +104,13 @@ pub struct Check {
     /// Reasoning text must be non-empty (thinking cases).
     #[serde(default)]
     pub reasoning: bool,
+    /// The answer's JSON object must validate against a JSON Schema: `true` for the case's own
+    /// `response_format` schema, or a table that is the schema.
+    #[serde(default)]
+    pub json_schema: Option<toml::Value>,
+    /// The schema `json_schema` names, resolved and compiled once at suite load.
+    #[serde(skip)]
+    pub schema: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -130,6 +141,8 @@ pub struct Case {
     pub repeat_of: Option<String>,
     /// Fields merged into this case's request, over the profile's `extra_body` (a case's key wins).
     pub extra_body: Map<String, Value>,
+    /// The request's `response_format` (structured output), validated at load.
+    pub response_format: Option<Value>,
     pub check: Check,
 }
 
@@ -162,6 +175,32 @@ pub fn extra_body(table: &toml::Table, at: &str) -> Result<Map<String, Value>, V
         Ok(_) => Err(vec![format!("{at}: expected a table")]),
         Err(e) => Err(vec![format!("{at}: {e}")]),
     }
+}
+
+/// A case's `response_format` as JSON, or what is wrong with it (a suffix for `….response_format`): its `type` is
+/// `json_schema` (with a `json_schema.schema` table that compiles as a JSON Schema) or `json_object`.
+fn response_format(table: &toml::Table) -> Result<Value, String> {
+    let value = serde_json::to_value(table).map_err(|e| format!(": {e}"))?;
+    match value.get("type").and_then(Value::as_str) {
+        Some("json_object") => Ok(value),
+        Some("json_schema") => {
+            let Some(schema) = value.pointer("/json_schema/schema") else {
+                return Err(".json_schema.schema: required for type \"json_schema\"".into());
+            };
+            if !schema.is_object() {
+                return Err(".json_schema.schema: expected a table (a JSON Schema)".into());
+            }
+            compile_schema(schema).map_err(|e| format!(".json_schema.schema: {e}"))?;
+            Ok(value)
+        }
+        Some(other) => Err(format!(".type: `{other}` is not `json_schema` or `json_object`")),
+        None => Err(".type: required (`json_schema` or `json_object`)".into()),
+    }
+}
+
+/// A JSON Schema compiled (draft from its `$schema`, 2020-12 by default); remote `$ref`s are never fetched.
+pub(crate) fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| format!("not a valid JSON Schema: {e}"))
 }
 
 /// Merges `extra` into `body`: a table meets a table key by key (so `chat_template_kwargs` keeps the thinking
@@ -199,6 +238,10 @@ impl Case {
         }
         merge(&mut body, profile_extra);
         merge(&mut body, &self.extra_body);
+        // After the extras, replacing (not merging): the schema sent is the one the case's check holds.
+        if let Some(format) = &self.response_format {
+            body.insert("response_format".into(), format.clone());
+        }
         Value::Object(body)
     }
 }
@@ -247,9 +290,11 @@ impl Suite {
                     || c.generate.is_some()
                     || c.check != Check::default()
                     || c.extra_body.is_some()
+                    || c.response_format.is_some()
                 {
                     return Err(invalid(format!(
-                        "{at}: a repeat re-sends its source; it takes no messages, generate, extra_body or check"
+                        "{at}: a repeat re-sends its source; it takes no messages, generate, extra_body, \
+                         response_format or check"
                     )));
                 }
                 let mut repeat = source.clone();
@@ -280,6 +325,34 @@ impl Suite {
                 None => Map::new(),
                 Some(t) => extra_body(t, &format!("{at}.extra_body")).map_err(|e| invalid(e.join("; ")))?,
             };
+            let response_format = match &c.response_format {
+                None => None,
+                Some(t) => Some(response_format(t).map_err(|e| invalid(format!("{at}.response_format{e}")))?),
+            };
+            let mut check = c.check;
+            check.schema = match &check.json_schema {
+                None => None,
+                Some(toml::Value::Boolean(true)) => {
+                    match response_format.as_ref().and_then(|f| f.pointer("/json_schema/schema")) {
+                        Some(schema) => Some(schema.clone()),
+                        None => {
+                            return Err(invalid(format!(
+                                "{at}.check.json_schema: `true` takes the case's response_format schema, and the case has none \
+                             (set response_format = {{ type = \"json_schema\", json_schema = {{ schema = … }} }}, or give the schema here)"
+                            )));
+                        }
+                    }
+                }
+                Some(toml::Value::Table(t)) => {
+                    let schema =
+                        serde_json::to_value(t).map_err(|e| invalid(format!("{at}.check.json_schema: {e}")))?;
+                    compile_schema(&schema).map_err(|e| invalid(format!("{at}.check.json_schema: {e}")))?;
+                    Some(schema)
+                }
+                Some(_) => {
+                    return Err(invalid(format!("{at}.check.json_schema: expected `true` or a table (a JSON Schema)")));
+                }
+            };
             let tools = match c.tools {
                 Some(list) => Some(serde_json::to_value(&list).map_err(|e| invalid(format!("{at}.tools: {e}")))?),
                 None => None,
@@ -293,7 +366,8 @@ impl Suite {
                 tools,
                 repeat_of: None,
                 extra_body,
-                check: c.check,
+                response_format,
+                check,
             });
         }
         let digest = crate::util::sha256_hex(text.as_bytes());
@@ -304,8 +378,19 @@ impl Suite {
 /// The keys each level of a suite file takes (the serde structs above refuse any other too; a test keeps the two
 /// lists equal). Free-form tables (`tools`, `check.json`, `arguments_contain`) are not walked.
 const SUITE_KEYS: &[&str] = &["id", "version", "cases"];
-const CASE_KEYS: &[&str] =
-    &["id", "messages", "max_tokens", "stream", "thinking", "tools", "generate", "repeat_of", "extra_body", "check"];
+const CASE_KEYS: &[&str] = &[
+    "id",
+    "messages",
+    "max_tokens",
+    "stream",
+    "thinking",
+    "tools",
+    "generate",
+    "repeat_of",
+    "extra_body",
+    "response_format",
+    "check",
+];
 const MESSAGE_KEYS: &[&str] = &["role", "content"];
 const GENERATE_KEYS: &[&str] = &["needle", "lines"];
 const CHECK_KEYS: &[&str] = &[
@@ -320,6 +405,7 @@ const CHECK_KEYS: &[&str] = &[
     "min_words",
     "no_loop",
     "reasoning",
+    "json_schema",
 ];
 const TOOL_CALL_KEYS: &[&str] = &["name", "arguments_contain"];
 
@@ -409,6 +495,46 @@ mod tests {
         let err = Suite::parse(&owned, "t.toml").unwrap_err().to_string();
         assert!(err.contains("extra_body.model: gauntlet sets this request field itself"), "{err}");
         assert!(err.contains("extra_body.stream: gauntlet sets"), "{err}");
+    }
+
+    #[test]
+    fn response_format_is_sent_as_given_and_its_schema_checks_the_answer() {
+        let text = r#"
+            id = "t"
+            version = 1
+            [[cases]]
+            id = "city"
+            max_tokens = 64
+            messages = [{ role = "user", content = "A city as JSON" }]
+            extra_body = { response_format = { type = "text" } }
+            [cases.response_format]
+            type = "json_schema"
+            json_schema = { name = "city", strict = true, schema = { type = "object", required = ["name"], properties = { name = { type = "string" } } } }
+            [cases.check]
+            json_schema = true
+        "#;
+        let s = Suite::parse(text, "t.toml").unwrap();
+        let body = s.cases[0].request_body("m", &Map::new());
+        assert_eq!(body["response_format"]["type"], "json_schema", "the case's format wins over extra_body");
+        assert_eq!(body["response_format"]["json_schema"]["schema"]["required"], json!(["name"]));
+        assert_eq!(s.cases[0].check.schema.as_ref().unwrap()["required"], json!(["name"]));
+        let err = |t: &str| Suite::parse(t, "t.toml").unwrap_err().to_string();
+        let bad_type = text.replace("type = \"json_schema\"", "type = \"xml\"");
+        assert!(err(&bad_type).contains("cases[0] (`city`).response_format.type: `xml` is not"), "{}", err(&bad_type));
+        let bad_schema = text.replace("type = \"string\"", "type = \"strung\"");
+        assert!(
+            err(&bad_schema).contains("response_format.json_schema.schema: not a valid JSON Schema"),
+            "{}",
+            err(&bad_schema)
+        );
+        let own = text.replace("json_schema = true", "json_schema = { type = \"object\", required = [\"x\"] }");
+        assert_eq!(Suite::parse(&own, "t").unwrap().cases[0].check.schema.as_ref().unwrap()["required"], json!(["x"]));
+        let bare = "id = \"t\"\nversion = 1\n[[cases]]\nid = \"a\"\nmax_tokens = 8\nmessages = [{ role = \"user\", content = \"hi\" }]\ncheck = { json_schema = true }\n";
+        assert!(
+            err(bare).contains("check.json_schema: `true` takes the case's response_format schema"),
+            "{}",
+            err(bare)
+        );
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! Typed assertions on one answer. Every check that is present must hold; each failure says why.
 //! The answer is server data: nothing here may panic on it.
+//!
+//! `json_schema` (structured output) validates with the `jsonschema` crate, a maintained validator of every JSON
+//! Schema draft: the schemas a suite sends in `response_format` are the users', so a hand-written subset would
+//! pass answers a real validator refuses. It is built without its remote-`$ref` resolvers: a schema never makes
+//! gauntlet fetch anything.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -86,6 +91,9 @@ pub fn evaluate(check: &Check, answer: &Answer) -> Vec<CheckResult> {
     if let Some(expected) = &check.json {
         out.push(result("json", json_failure(&raw, expected)));
     }
+    if let Some(schema) = &check.schema {
+        out.push(result("json_schema", schema_failure(&raw, schema)));
+    }
     if let Some(tc) = &check.tool_call {
         out.push(result("tool_call", tool_call_failure(answer, tc)));
     }
@@ -115,20 +123,48 @@ fn numbers_in(text: &str) -> Vec<f64> {
         .collect()
 }
 
-/// The span from the first `{` to the last `}`, so code fences and chatter around the object are tolerated.
-fn json_failure(raw: &str, expected: &toml::Table) -> Option<String> {
+/// The JSON object in an answer: the span from the first `{` to the last `}`, so code fences and chatter around
+/// the object are tolerated; or why there is none.
+fn json_object(raw: &str) -> Result<serde_json::Map<String, Value>, String> {
     let (Some(start), Some(end)) = (raw.find('{'), raw.rfind('}')) else {
-        return Some("invalid JSON (no object in the answer)".into());
+        return Err("invalid JSON (no object in the answer)".into());
     };
     if end < start {
-        return Some("invalid JSON (no object in the answer)".into());
+        return Err("invalid JSON (no object in the answer)".into());
     }
-    let parsed: Value = match serde_json::from_str(&raw[start..=end]) {
-        Ok(v) => v,
-        Err(e) => return Some(format!("invalid JSON ({e})")),
+    match serde_json::from_str(&raw[start..=end]) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(_) => Err("invalid JSON (not an object)".into()),
+        Err(e) => Err(format!("invalid JSON ({e})")),
+    }
+}
+
+/// The answer's JSON object against a JSON Schema: the validator's first error, at its JSON pointer.
+fn schema_failure(raw: &str, schema: &Value) -> Option<String> {
+    let object = match json_object(raw) {
+        Ok(o) => Value::Object(o),
+        Err(e) => return Some(e),
     };
-    let Value::Object(object) = parsed else {
-        return Some("invalid JSON (not an object)".into());
+    // Compiled at suite load already; a failure here would be a bug, reported rather than panicking.
+    let validator = match super::cases::compile_schema(schema) {
+        Ok(v) => v,
+        Err(e) => return Some(e),
+    };
+    let error = validator.validate(&object).err()?;
+    let at = error.instance_path.to_string();
+    let at = if at.is_empty() { "/".to_owned() } else { at };
+    // The message quotes the answer's values (as JSON, so escaped): cut, so one huge value cannot flood the record.
+    let mut message = error.to_string();
+    if message.chars().count() > 300 {
+        message = format!("{}…", message.chars().take(300).collect::<String>());
+    }
+    Some(format!("does not match the schema at {at}: {message}"))
+}
+
+fn json_failure(raw: &str, expected: &toml::Table) -> Option<String> {
+    let object = match json_object(raw) {
+        Ok(o) => o,
+        Err(e) => return Some(e),
     };
     let mut problems = Vec::new();
     for (key, want) in expected {
@@ -270,6 +306,28 @@ mod tests {
         assert!(run(c.clone(), &answer("{not json}"))[0].2.starts_with("invalid JSON ("));
         assert_eq!(run(c.clone(), &answer("} nothing {"))[0].2, "invalid JSON (no object in the answer)");
         assert_eq!(run(c, &answer("no braces"))[0].2, "invalid JSON (no object in the answer)");
+    }
+
+    #[test]
+    fn json_schema_validates_the_fenced_object_and_names_the_first_error_at_its_pointer() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "population": {"type": "integer", "minimum": 0}},
+            "required": ["city", "population"],
+            "additionalProperties": false
+        });
+        let c = Check { schema: Some(schema), ..Check::default() };
+        let ok = run(c.clone(), &answer("```json\n{\"city\": \"Paris\", \"population\": 2100000}\n```"));
+        assert_eq!(ok, vec![("json_schema".into(), true, String::new())]);
+        let r = run(c.clone(), &answer("{\"city\": \"Paris\", \"population\": \"many\"}"));
+        assert!(!r[0].1);
+        assert!(r[0].2.starts_with("does not match the schema at /population: "), "{}", r[0].2);
+        assert!(r[0].2.contains("integer"), "{}", r[0].2);
+        let r = run(c.clone(), &answer("{\"city\": \"Paris\"}"));
+        assert!(r[0].2.starts_with("does not match the schema at /: ") && r[0].2.contains("population"), "{}", r[0].2);
+        assert_eq!(run(c.clone(), &answer("no object"))[0].2, "invalid JSON (no object in the answer)");
+        let huge = format!("{{\"city\": 1, \"population\": 1, \"x\": \"{}\"}}", "a".repeat(10_000));
+        assert!(run(c, &answer(&huge))[0].2.chars().count() < 400, "a huge value is cut");
     }
 
     #[test]

@@ -51,15 +51,23 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
     let mut record = measure(&out_dir)?;
     // `--format csv`: bench.csv beside bench.json, and the CSV (not the table) on stdout, the lines that say what
     // happened on stderr.
+    // `--format llmd`: llm-d's Benchmark Report, one file per concurrency beside bench.json.
     let csv_only = matches!(args.format, Some(BenchFormat::Csv));
     let csv = |record: &gauntlet_engine::run::BenchRecord, dir: &Path| -> Result<(), Failure> {
-        if !csv_only {
-            return Ok(());
+        let write = |name: &str, bytes: &[u8]| {
+            gauntlet_engine::util::write_atomic(&dir.join(name), bytes)
+                .map_err(|source| gate_failure(gauntlet_engine::run::GateError::Out { path: dir.into(), source }))
+        };
+        match args.format {
+            Some(BenchFormat::Csv) => write("bench.csv", gauntlet_engine::run::bench_report::csv(record).as_bytes()),
+            Some(BenchFormat::Llmd) => {
+                for (name, report) in gauntlet_engine::formats::llmd::reports(record) {
+                    write(&name, serde_json::to_string_pretty(&report).unwrap_or_default().as_bytes())?;
+                }
+                Ok(())
+            }
+            None => Ok(()),
         }
-        let text = gauntlet_engine::run::bench_report::csv(record);
-        let path = dir.join("bench.csv");
-        gauntlet_engine::util::write_atomic(&path, text.as_bytes())
-            .map_err(|source| gate_failure(gauntlet_engine::run::GateError::Out { path: dir.into(), source }))
     };
     let mut stdout = crate::terminal::stdout();
     let mut stderr = crate::terminal::stderr();

@@ -1,4 +1,5 @@
-//! `gauntlet compare A B [--control A2]`: losslessness, per case identical or the first divergence.
+//! `gauntlet compare A B [--control A2]`: losslessness, per case identical or the first divergence; and
+//! `gauntlet compare-bench BENCH --vllm FILE`: a bench's numbers beside vLLM's benchmark client's.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 use super::exit_of_word;
 use crate::Outcome;
-use crate::exit::Failure;
+use crate::exit::{Exit, Failure};
 
 /// A run record as raw JSON: `run.json`, or a folder holding one.
 fn read_run_value(path: &Path) -> Result<Value, Failure> {
@@ -41,4 +42,45 @@ pub(crate) fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) ->
         let _ = writeln!(out, "lossless: {} ({control}{drift})", result.verdict.to_uppercase());
     }
     Ok(exit_of_word(&result.verdict))
+}
+
+/// `gauntlet compare-bench BENCH --vllm FILE`: the vLLM run's numbers beside the bench level's, side by side.
+pub(crate) fn compare_bench(bench: &Path, vllm: &Path, concurrency: Option<usize>, json: bool) -> Outcome {
+    use gauntlet_engine::formats::vllm;
+    let record = gauntlet_engine::run::read_bench(bench).map_err(Failure::bad_input)?;
+    let theirs = vllm::read(vllm).map_err(Failure::bad_input)?;
+    let level = vllm::pick_level(&theirs, &record, concurrency)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", bench.display())))?;
+    let rows = vllm::rows(&theirs, level);
+    let mut out = crate::terminal::stdout();
+    if json {
+        let doc = serde_json::json!({
+            "bench": bench.display().to_string(),
+            "vllm": vllm.display().to_string(),
+            "concurrency": level.concurrency,
+            "vllm_max_concurrency": theirs.max_concurrency,
+            "vllm_completed": theirs.completed,
+            "rows": rows,
+        });
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return Ok(Exit::Pass);
+    }
+    let what = [theirs.backend.as_deref(), theirs.model_id.as_deref(), theirs.date.as_deref()];
+    let what: Vec<&str> = what.into_iter().flatten().collect();
+    let _ = writeln!(
+        out,
+        "vLLM: {} ({} requests, max concurrency {}) · gauntlet: profile {} at concurrency {}",
+        if what.is_empty() { "save-result".to_owned() } else { what.join(", ") },
+        theirs.completed,
+        theirs.max_concurrency.map_or("unlimited".into(), |c| c.to_string()),
+        record.profile,
+        level.concurrency
+    );
+    let _ = writeln!(out, "{:<44} {:>7} {:>12} {:>12} {:>9}", "metric", "unit", "vLLM", "gauntlet", "ratio");
+    for r in &rows {
+        let ours = r.gauntlet.map_or("—".into(), |g| format!("{g:.2}"));
+        let ratio = r.gauntlet.filter(|_| r.vllm > 0.0).map_or("—".into(), |g| format!("{:.2}×", g / r.vllm));
+        let _ = writeln!(out, "{:<44} {:>7} {:>12.2} {:>12} {:>9}", r.metric, r.unit, r.vllm, ours, ratio);
+    }
+    Ok(Exit::Pass)
 }

@@ -13,6 +13,7 @@ mod mistralrs;
 mod netfault;
 mod paired;
 mod speed;
+mod structured;
 mod vllm;
 
 fn home() -> PathBuf {
