@@ -10,15 +10,16 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
-/// Version 9 added a repeat case's `divergence` from its source (both sides' tokens, the pair's measured jitter,
-/// the class `numerical` besides near-tie and behaviour change) and `baseline_jitter` (how far the tokens the run
-/// shares with its baseline moved); older records read without them.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
 /// older records read without it. In the same version a server metric that is not a finite number (NaN, ±Inf, a
 /// change that overflows) became a marker in `server_metrics.non_finite` with a `non-finite-value` finding, never a
-/// number, and raw server JSON (`answer.server_timings`, tool-call arguments) is capped in depth and size.
+/// number, and raw server JSON (`answer.server_timings`, tool-call arguments) is capped in depth and size; a repeat
+/// case gained its `divergence` from its source (both sides' tokens, the pair's measured jitter, the class
+/// `numerical` besides near-tie and behaviour change), the record `baseline_jitter` (how far the tokens the run
+/// shares with its baseline moved), and `decode.draft` (speculative decoding's acceptance); older records read
+/// without them.
 /// Version 7 added `decode.server_median_tokens_per_second` (the server's own decode timings), each answer's
 /// normalised server `timings` ([`ServerTimings`]) and `usage.cached_tokens`, `server.readiness` (which probe
 /// answered, the model discovered) and `runtime.server` (what the server says about itself); older records read

@@ -172,6 +172,7 @@ mod tests {
             request_timeout_seconds: 120.0,
             suite_budget_seconds: 300.0,
             expected_failures: Vec::new(),
+            draft_acceptance_ratio_warn: 0.9,
         }
     }
 

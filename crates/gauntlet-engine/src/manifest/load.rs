@@ -705,8 +705,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
                 match resolve_program(&binary, &env) {
                     Some(found) => binary = found,
                     None => missing.push(format!(
-                        "{}: the kind's program `{}` is not on the PATH the server gets{} (set `binary`)",
-                        format!("{}.kind", join("servers", &server_name)),
+                        "{}.kind: the kind's program `{}` is not on the PATH the server gets{} (set `binary`)",
+                        join("servers", &server_name),
                         binary.display(),
                         if env.contains_key("PATH") { " (its `environment` sets PATH)" } else { "" }
                     )),
@@ -859,7 +859,13 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         p.unknown_keys(
             vt,
             &path,
-            &["min_pass_rate", "fail_regressions", "decode_ratio_warn", "load_ratio_warn", "draft_acceptance_ratio_warn"],
+            &[
+                "min_pass_rate",
+                "fail_regressions",
+                "decode_ratio_warn",
+                "load_ratio_warn",
+                "draft_acceptance_ratio_warn",
+            ],
         );
         let v = Reader::new(vt, path);
         if let Some(x) = v.float(p, "min_pass_rate", 0.0, 1.0) {

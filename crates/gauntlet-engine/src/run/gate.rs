@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gauntlet_schema::{
-    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, DraftSummary, Finding, RUN_RECORD_VERSION,
-    RunRecord, ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
+    Answer, AnswerTokens, BaselineRef, CaseRecord, CaseStatus, CheckResult, DecodeSummary, DraftSummary, Finding,
+    RUN_RECORD_VERSION, RunRecord, ServerMode, ServerRecord, Severity, SuiteRecord, Verdict,
 };
 use serde_json::Value;
 
@@ -478,9 +478,8 @@ pub fn draft_summary(cases: &[CaseRecord]) -> Option<DraftSummary> {
         return None;
     }
     out.acceptance_rate = (out.drafted_tokens > 0).then(|| out.accepted_tokens as f64 / out.drafted_tokens as f64);
-    out.mean_accepted_length = predicted
-        .filter(|p| *p > out.accepted_tokens)
-        .map(|p| p as f64 / (p - out.accepted_tokens) as f64);
+    out.mean_accepted_length =
+        predicted.filter(|p| *p > out.accepted_tokens).map(|p| p as f64 / (p - out.accepted_tokens) as f64);
     Some(out)
 }
 

@@ -95,6 +95,7 @@ fn run_records_of_hostile_metrics_and_deep_server_json_read_back_and_promote() {
             seconds: Some(0.1),
             observed: None,
             checks: Vec::new(),
+            divergence: None,
         });
         let text = serde_json::to_string_pretty(&r).unwrap();
         let back =
