@@ -23,12 +23,35 @@ use crate::words::ReceiveClock;
 /// and older read with every sample one batch and the tally folded from the batches. 9: a server metric that is not
 /// a finite number is kept as a marker in `server_metrics.non_finite` (never a number), and a comparison is made
 /// only from finite statistics; version 8 reads as it is. A level read with more than [`SAMPLES_KEPT`] samples a
-/// metric is merged down to that many ([`Level::bound_samples`]).
-pub const BENCH_VERSION: u32 = 9;
+/// metric is merged down to that many ([`Level::bound_samples`]). 10: a level's `sub_sessions` (its measured
+/// batches split into consecutive sub-sessions, each one's mean of every compared metric: the bench's own
+/// between-session spread), and a comparison's `between_session` may be `measured` (both sides' sub-session
+/// spreads) and carry a `note`; version 9 and older read without sub-sessions (no measured spread).
+pub const BENCH_VERSION: u32 = 10;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
 pub const SAMPLES_KEPT: usize = 512;
+
+/// The most sub-sessions a level splits into (a bench's batches go into 3 to this many; see [`sub_session_count`]).
+pub const SUB_SESSIONS_MAX: usize = 8;
+
+/// Into how many consecutive sub-sessions a level of `batches` measured batches splits: about four batches each,
+/// at least 3 (fewer give no spread worth stating) and at most [`SUB_SESSIONS_MAX`]; 0 (no split) below 3 batches.
+/// Longer sub-sessions have means less moved by one batch's noise, which the spread would otherwise count as
+/// between-session drift.
+pub fn sub_session_count(batches: usize) -> usize {
+    if batches < 3 { 0 } else { (batches / 4).clamp(3, SUB_SESSIONS_MAX) }
+}
+
+/// The sub-session of measured batch `index` of `batches` when they split into `count`: consecutive runs of nearly
+/// equal length, in the order the batches ran.
+pub fn sub_session_of(index: usize, batches: usize, count: usize) -> usize {
+    if batches == 0 || count == 0 {
+        return 0;
+    }
+    (index.min(batches - 1) * count / batches).min(count - 1)
+}
 
 /// What to run: closed-loop batches (every request of a batch released together), warm-ups discarded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -219,6 +242,22 @@ pub struct Level {
     pub batches_per_sample: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub comparisons: Vec<MetricComparison>,
+    /// The level's measured batches as consecutive short sessions of one run (version 10; absent before, and when
+    /// too few batches were measured to split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_sessions: Option<SubSessions>,
+}
+
+/// A level's measured batches split into consecutive sub-sessions, in the order they ran: each sub-session is a
+/// short session of the same server, and the spread of their means is the bench's own measure of how much a
+/// session's mean moves between sessions (a comparison with a stored baseline counts it instead of a default).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubSessions {
+    /// Measured batches in each sub-session, in order.
+    pub batches: Vec<u64>,
+    /// Per compared metric, each sub-session's mean (the mean of its batches' values), in order; a sub-session with
+    /// no value of a metric (every request of its batches failed) is left out of that metric's list.
+    pub means: std::collections::BTreeMap<String, Vec<f64>>,
 }
 
 fn one() -> u64 {
@@ -326,13 +365,29 @@ pub struct MetricComparison {
 }
 
 /// The spread of a session's mean between sessions on one machine (relative standard deviation), and where it
-/// came from: `history` (measured over `sessions` benches of the same identity and workload) or `default` (the
-/// rules' stated default, when fewer sessions were known).
+/// came from: `measured` (version 10: each side's own sub-sessions, `baseline_side` and `candidate_side`; `spread`
+/// is their root mean square and `sessions` the sub-sessions of both), `history` (measured over `sessions` benches
+/// of the same identity and workload) or `default` (the rules' stated default, when neither was there).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BetweenSession {
     pub spread: f64,
     pub source: String,
     pub sessions: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_side: Option<SideSpread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_side: Option<SideSpread>,
+    /// Why this source, when it is a fallback (e.g. a baseline of an older version that carries no measured spread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One side's measured spread: the relative sample standard deviation of its sub-session means, and how many
+/// sub-sessions it rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideSpread {
+    pub spread: f64,
+    pub sub_sessions: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -444,5 +499,25 @@ impl Rng {
         let u1 = 1.0 - self.uniform();
         let u2 = self.uniform();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+}
+
+#[cfg(test)]
+mod sub_session_tests {
+    use super::*;
+
+    #[test]
+    fn batches_split_into_three_to_eight_consecutive_runs_of_nearly_equal_length() {
+        assert_eq!((0..3).map(sub_session_count).collect::<Vec<_>>(), vec![0, 0, 0]);
+        assert_eq!([3, 4, 12, 16, 20, 100].map(sub_session_count), [3, 3, 3, 4, 5, SUB_SESSIONS_MAX]);
+        let of = |n: usize| {
+            let k = sub_session_count(n);
+            (0..n).map(|i| sub_session_of(i, n, k)).collect::<Vec<_>>()
+        };
+        assert_eq!(of(4), vec![0, 0, 1, 2]);
+        assert_eq!(of(12), vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        // A batch past the planned ones (never, but the input is a count) stays in the last sub-session.
+        assert_eq!(sub_session_of(50, 12, 3), 2);
+        assert_eq!(sub_session_of(0, 0, 0), 0);
     }
 }

@@ -49,7 +49,8 @@ pub fn move_binary_digest(identity: &mut IdentityRecord, runtime: &mut Value) {
 /// Reads a bench record (`bench.json`, `r5-performance.json`) of any readable version as today's
 /// [`BenchRecord`]. Version 2 added `released_monotonic_ns`, 3 `receive_clock` and `connected` (all optional);
 /// version 4 typed the identity (`build`, moved from `runtime.server_binary_sha256`); 5 added `text_dropped`
-/// (optional), 6 `spill`, 7 `server_metrics` (both optional). `origin` names the file in every error.
+/// (optional), 6 `spill`, 7 `server_metrics` (both optional); 10 a level's `sub_sessions` (optional: a record
+/// without them carries no measured spread). `origin` names the file in every error.
 pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, String> {
     let raw: Value = serde_json::from_str(text).map_err(|e| format!("{origin}: not JSON: {e}"))?;
     let version = match raw.get("bench_version").and_then(Value::as_u64) {
@@ -72,6 +73,14 @@ pub fn parse_bench_record(text: &str, origin: &str) -> Result<BenchRecord, Strin
 fn bound_levels(levels: &mut [crate::bench::Level]) {
     for l in levels {
         l.bound_samples();
+        // Sub-sessions are a handful per level; a record that claims more was not written by a bench, and a spread
+        // measured from it is no evidence: read as having none.
+        if let Some(s) = &l.sub_sessions
+            && (s.batches.len() > crate::bench::SUB_SESSIONS_MAX
+                || s.means.values().any(|m| m.len() > crate::bench::SUB_SESSIONS_MAX))
+        {
+            l.sub_sessions = None;
+        }
     }
 }
 

@@ -11,6 +11,15 @@
 //!   ([`compare_sessions`]): the relative standard deviation `s` of a session's mean between sessions adds
 //!   `√2 · s · (candidate / baseline)` of standard error to the change, each side of the interval widened in
 //!   quadrature, and the minimum detectable effect is stated at the total.
+//! - Where `s` comes from, best first: `measured` — each bench splits its measured batches into a few consecutive
+//!   sub-sessions and records their means, so both sides carry their own spread `s_b`, `s_c` (relative sample
+//!   standard deviation of a sub-session mean), counted as `√(s_b² + s_c²) · (candidate / baseline)` and widened by
+//!   `t(ν) / z` for the few sub-sessions they rest on (ν by Welch–Satterthwaite); `history` — the spread of the
+//!   means of earlier benches of the identity and workload; `default` — [`DEFAULT_BETWEEN_SESSION`], for a baseline
+//!   that measured neither (a record before bench version 10), said so in every comparison.
+//! - A sub-session's spread is not divided by √(number of sub-sessions): an offset shared by a whole run (a server
+//!   restart, another day's clocks) moves every sub-session alike and is invisible to them, so a whole session's mean
+//!   is taken to move between sessions as much as a short session's does. That errs wide, never narrow.
 
 use serde::Serialize;
 
@@ -136,18 +145,74 @@ impl Default for Rules {
     }
 }
 
-/// The between-session spread a comparison counts and where it came from (`history` or `default`).
+/// The effect a comparison that could not decide says it would need more sessions for: 5 %.
+pub const TARGET_EFFECT: f64 = 0.05;
+
+/// One side's own measured spread: the relative sample standard deviation of its sub-session means.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Side {
+    pub spread: f64,
+    pub sub_sessions: usize,
+}
+
+impl Side {
+    /// The spread of a bench's sub-session means of one metric; `None` below [`MIN_SESSIONS`] sub-sessions or when
+    /// it is not a finite number (a mean of zero).
+    pub fn of_sub_sessions(means: &[f64]) -> Option<Side> {
+        if means.len() < MIN_SESSIONS {
+            return None;
+        }
+        let spread = std_sample(means)? / mean(means)?.abs();
+        spread.is_finite().then_some(Side { spread, sub_sessions: means.len() })
+    }
+}
+
+/// The between-session spread a comparison counts and where it came from (`measured`, `history` or `default`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Between {
+    /// The relative standard deviation of one session's mean; for `measured`, the root mean square of the sides'.
     pub spread: f64,
     pub source: &'static str,
+    /// Sessions it rests on (for `measured`, the sub-sessions of both sides).
     pub sessions: usize,
+    /// For `measured`: the baseline's and the candidate's own spreads.
+    pub sides: Option<(Side, Side)>,
+    /// Why this source, when it is a fallback (said in the comparison's words).
+    pub note: Option<String>,
 }
 
 impl Between {
     /// The rules' default, for `sessions` known sessions (fewer than [`MIN_SESSIONS`]).
     pub fn default_of(rules: &Rules, sessions: usize) -> Between {
-        Between { spread: rules.between_session, source: "default", sessions }
+        Between { spread: rules.between_session, source: "default", sessions, sides: None, note: None }
+    }
+
+    /// Both sides' own measured spreads.
+    pub fn measured(baseline: Side, candidate: Side) -> Between {
+        Between {
+            spread: ((baseline.spread.powi(2) + candidate.spread.powi(2)) / 2.0).sqrt(),
+            source: "measured",
+            sessions: baseline.sub_sessions + candidate.sub_sessions,
+            sides: Some((baseline, candidate)),
+            note: None,
+        }
+    }
+
+    /// The same spread, with a note on why it was chosen.
+    pub fn noted(self, note: impl Into<String>) -> Between {
+        Between { note: Some(note.into()), ..self }
+    }
+
+    /// The factor on the between-session standard error for a spread measured from few sub-sessions: the Student
+    /// quantile over the normal one at the Welch–Satterthwaite degrees of freedom of the two sides' variances (each
+    /// with its sub-sessions less one). 1 for the other sources, whose spread is taken as known.
+    fn few_sessions_factor(&self, q: f64, z: f64) -> f64 {
+        let Some((b, c)) = self.sides else { return 1.0 };
+        let (vb, vc) = (b.spread.powi(2), c.spread.powi(2));
+        let (db, dc) = (b.sub_sessions.saturating_sub(1).max(1) as f64, c.sub_sessions.saturating_sub(1).max(1) as f64);
+        let df = if vb + vc > 0.0 { (vb + vc).powi(2) / (vb.powi(2) / db + vc.powi(2) / dc) } else { db + dc };
+        // The series below is good from 2 degrees of freedom on; sides of 3 sub-sessions never give fewer.
+        student_quantile(q, df.max(2.0)) / z
     }
 
     /// The spread of the sessions' means (relative sample standard deviation); the default below
@@ -158,7 +223,7 @@ impl Between {
             .flatten()
             .filter(|s| s.is_finite());
         match measured {
-            Some(spread) => Between { spread, source: "history", sessions: means.len() },
+            Some(spread) => Between { spread, source: "history", sessions: means.len(), sides: None, note: None },
             None => Between::default_of(rules, means.len()),
         }
     }
@@ -231,7 +296,9 @@ pub fn compare_sessions(
     let within_interval = (percentile_sorted(&changes, tail), percentile_sorted(&changes, 1.0 - tail));
     // The normal quantile of the interval's confidence, to move between half-widths and standard errors.
     let z = z_of(1.0 - tail);
-    let se_between = between.as_ref().map_or(0.0, |b| std::f64::consts::SQRT_2 * b.spread.abs() * (mc / mb).abs());
+    let se_between = between.as_ref().map_or(0.0, |b| {
+        std::f64::consts::SQRT_2 * b.spread.abs() * (mc / mb).abs() * b.few_sessions_factor(1.0 - tail, z)
+    });
     let widen = |half: f64| (half.powi(2) + (z * se_between).powi(2)).sqrt();
     let interval = (change - widen(change - within_interval.0), change + widen(within_interval.1 - change));
     let se_within = (within_interval.1 - within_interval.0) / (2.0 * z);
@@ -253,14 +320,31 @@ pub fn compare_sessions(
     };
     let band = rules.noise_band;
     let width = interval.1 - interval.0;
+    let note = between.as_ref().and_then(|b| b.note.as_deref()).map_or(String::new(), |n| format!(": {n}"));
     let spread_text = match &between {
+        Some(Between { sides: Some((b, c)), .. }) => format!(
+            " (with the measured spread between sub-sessions: ±{:.1} % over {} in the baseline, ±{:.1} % over {} in \
+             this run{note})",
+            b.spread * 100.0,
+            b.sub_sessions,
+            c.spread * 100.0,
+            c.sub_sessions
+        ),
         Some(b) if b.source == "history" => {
-            format!(" (with the ±{:.1} % spread between {} sessions)", b.spread * 100.0, b.sessions)
+            format!(" (with the ±{:.1} % spread between {} sessions{note})", b.spread * 100.0, b.sessions)
         }
-        Some(b) => format!(" (with the default ±{:.1} % spread between sessions)", b.spread * 100.0),
+        Some(b) => format!(" (with the default ±{:.1} % spread between sessions{note})", b.spread * 100.0),
         None => String::new(),
     };
     let mde_text = mde.map_or(String::new(), |m| format!("; it could have seen a change of {:.1} %", m * 100.0));
+    let need_text = mde.and_then(|m| sessions_needed(m, TARGET_EFFECT)).map_or(String::new(), |n| {
+        let samples = n.saturating_mul(candidate.len() as u64);
+        format!(
+            "; to detect {:.0} % it would need about {n} sessions like these on each side ({samples} samples a side), \
+             or a paired bench",
+            TARGET_EFFECT * 100.0
+        )
+    });
     let p_text = p_value.map(|p| format!("p = {p:.3}")).unwrap_or_else(|| "p undefined (all tied)".into());
     let (call, why) = if worse_lo > band && significant {
         (
@@ -279,7 +363,7 @@ pub fn compare_sessions(
         (
             Call::Inconclusive,
             format!(
-                "the interval{spread_text} is {:.1} % wide (limit {:.1} %): too much spread to tell{mde_text}",
+                "the interval{spread_text} is {:.1} % wide (limit {:.1} %): too much spread to tell{mde_text}{need_text}",
                 width * 100.0,
                 rules.max_interval * 100.0
             ),
@@ -294,6 +378,31 @@ pub fn compare_sessions(
         )
     };
     Some(Comparison { change, interval, p_value, call, why, mde, within_interval, between })
+}
+
+/// How many sessions like the two compared (each side's mean averaged over that many) would bring a minimum
+/// detectable effect of `mde` down to `target`: every variance counted shrinks with the sessions averaged, so the
+/// MDE shrinks with their square root. `None` when `mde` already reaches it or either is not a positive number.
+pub fn sessions_needed(mde: f64, target: f64) -> Option<u64> {
+    if !(mde.is_finite() && target.is_finite() && target > 0.0 && mde > target) {
+        return None;
+    }
+    let n = (mde / target).powi(2).ceil();
+    // Beyond any bench anyone would run; said as a number all the same.
+    Some(if n < 1e12 { n as u64 } else { 1_000_000_000_000 })
+}
+
+/// The Student t quantile of `q` in (0.5, 1) at `df` degrees of freedom, by the Cornish–Fisher series in the normal
+/// quantile (Abramowitz & Stegun 26.7.5): within 1 % of the exact value at the 97.5 % quantile from 2 degrees of
+/// freedom on (4.27 for 4.30 at 2, 2.776 at 4), exact as `df` grows.
+pub fn student_quantile(q: f64, df: f64) -> f64 {
+    let z = z_of(q);
+    let (z2, n) = (z * z, df);
+    let g1 = (z2 + 1.0) * z / 4.0;
+    let g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0;
+    let g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0;
+    let g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
+    z + g1 / n + g2 / n.powi(2) + g3 / n.powi(3) + g4 / n.powi(4)
 }
 
 /// The standard normal quantile of `q` in (0.5, 1), by bisection on [`normal_cdf`] (once per comparison).
@@ -367,6 +476,63 @@ mod session_tests {
         assert!(c.mde.unwrap() < 0.05, "{:?}", c.mde);
         // Two sessions are not yet a history.
         assert_eq!(Between::of_sessions(&[100.0, 100.1], &rules).source, "default");
+    }
+
+    /// Issue #30 item 3: against the 20 % default an unchanged re-run came out inconclusive (interval −55 … +61 %),
+    /// so every stored comparison was useless. Sides that carry their own small spread (three sub-sessions each)
+    /// give a narrow interval: the unchanged re-run is "no change", a 20 % slowdown a regression.
+    #[test]
+    fn a_small_measured_spread_decides_no_change_for_a_rerun_and_regression_for_a_slowdown() {
+        let rules = Rules::default();
+        let side = |means: &[f64]| Side::of_sub_sessions(means).unwrap();
+        let (base, rerun, slow) = (around(100.0, 8, 1), around(100.0, 8, 2), around(80.0, 8, 3));
+        let measured = Between::measured(side(&[100.0, 100.6, 99.7]), side(&[99.8, 100.3, 100.5]));
+        assert_eq!((measured.source, measured.sessions), ("measured", 6));
+        let c = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(measured.clone())).unwrap();
+        assert_eq!(c.call, Call::NoChange, "{}", c.why);
+        assert!(c.interval.1 - c.interval.0 < 0.05, "{:?}", c.interval);
+        assert!(c.mde.unwrap() < 0.05, "{:?}", c.mde);
+        assert!(c.why.contains("measured spread between sub-sessions: ±0.5 % over 3 in the baseline"), "{}", c.why);
+        let c = compare_sessions(&base, &slow, Better::Higher, &rules, Some(measured.clone())).unwrap();
+        assert_eq!(c.call, Call::Regression, "{}", c.why);
+        // The same re-run against the default: too wide to tell, and it says how many sessions would do.
+        let default = Between::default_of(&rules, 1).noted("baseline from bench_version 9 carries no measured spread");
+        let c = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(default)).unwrap();
+        assert_eq!(c.call, Call::Inconclusive, "{}", c.why);
+        assert!(c.interval.1 - c.interval.0 > 0.5, "{:?}", c.interval);
+        assert!(c.why.contains("default ±20.0 % spread between sessions: baseline from bench_version 9"), "{}", c.why);
+        let n = sessions_needed(c.mde.unwrap(), TARGET_EFFECT).unwrap();
+        assert!(n > 10, "{n}");
+        assert!(c.why.contains(&format!("to detect 5 % it would need about {n} sessions")), "{}", c.why);
+        // Few sub-sessions cost width: the same spreads over eight sub-sessions a side give a narrower interval.
+        let many = Between::measured(
+            Side { spread: measured.sides.unwrap().0.spread, sub_sessions: 8 },
+            Side { spread: measured.sides.unwrap().1.spread, sub_sessions: 8 },
+        );
+        let wide = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(measured)).unwrap();
+        let narrow = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(many)).unwrap();
+        assert!(narrow.interval.1 - narrow.interval.0 < wide.interval.1 - wide.interval.0);
+    }
+
+    #[test]
+    fn a_side_needs_three_sub_sessions_and_a_finite_spread() {
+        assert_eq!(Side::of_sub_sessions(&[1.0, 1.1]), None);
+        assert_eq!(Side::of_sub_sessions(&[0.0, 0.0, 0.0]), None);
+        let s = Side::of_sub_sessions(&[9.0, 10.0, 11.0]).unwrap();
+        assert_eq!(s.sub_sessions, 3);
+        assert!((s.spread - 0.1).abs() < 1e-12, "{}", s.spread);
+    }
+
+    #[test]
+    fn student_quantiles_match_the_tables_and_sessions_needed_grow_with_the_square() {
+        for (df, table) in [(2.0, 4.303), (4.0, 2.776), (10.0, 2.228), (1e9, 1.960)] {
+            let t = student_quantile(0.975, df);
+            assert!((t / table - 1.0).abs() < 0.01, "t({df}) = {t}, table {table}");
+        }
+        assert_eq!(sessions_needed(0.20, 0.05), Some(16));
+        assert_eq!(sessions_needed(0.051, 0.05), Some(2));
+        assert_eq!(sessions_needed(0.04, 0.05), None);
+        assert_eq!(sessions_needed(f64::NAN, 0.05), None);
     }
 
     #[test]

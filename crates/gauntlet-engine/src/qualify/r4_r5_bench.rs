@@ -50,9 +50,9 @@ pub(super) async fn performance(
     let w = &profile.qualify.performance;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    // The promoted baseline is one session: its comparison counts the default between-session spread.
-    let spreads =
-        crate::run::between_session_spreads(&baseline.map(|(b, _)| b).into_iter().collect::<Vec<_>>(), w, &rules);
+    // The promoted baseline is one session: its comparison counts the two sides' measured spreads, or the default
+    // one for a baseline that carries none.
+    let spreads = crate::run::between_session_spreads(baseline.map(|(b, _)| b), &[], &levels, w, &rules);
     let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules, &spreads);
     problems.extend(assessed);
     if let Some((b, _)) = baseline {

@@ -377,6 +377,10 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
         if again.samples != l.samples || again.batches_per_sample != l.batches_per_sample {
             problems.push(format!("{stage}: c{} samples differ from those its raw timelines give", l.concurrency));
         }
+        // A record from before sub-sessions has none to check; one that has them must have the batches' own.
+        if l.sub_sessions.is_some() && again.sub_sessions != l.sub_sessions {
+            problems.push(format!("{stage}: c{} sub-sessions differ from those its raw timelines give", l.concurrency));
+        }
         if again.metrics != l.metrics {
             problems.push(format!("{stage}: c{} metrics differ from those its raw timelines give", l.concurrency));
         }

@@ -1,6 +1,8 @@
 //! `gauntlet bench`: closed-loop batches at each concurrency on the profile's server, every request's timeline kept,
 //! metrics derived from it (`crate::bench::metrics`), and one sample per batch compared with a baseline bench of
-//! the same identity (`crate::bench::stats`).
+//! the same identity (`crate::bench::stats`). Each level's measured batches also fall into a few consecutive
+//! sub-sessions whose means give the bench's own between-session spread (`sub_sessions`), which a later comparison
+//! with this record as its baseline counts instead of a default.
 
 use std::path::Path;
 use std::time::Instant;
@@ -133,8 +135,8 @@ pub fn run_bench(
     findings.extend(sentry_findings);
     let rules = Rules::default();
     let base = baseline.as_ref().map(|(b, _)| *b);
-    let sessions: Vec<&BenchRecord> = base.into_iter().chain(history).collect();
-    let spreads = between_session_spreads(&sessions, workload, &rules);
+    let history: Vec<&BenchRecord> = history.iter().collect();
+    let spreads = between_session_spreads(base, &history, &levels, workload, &rules);
     let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads);
     problems.extend(assessed);
     if closed.stop != "terminated" && closed.stop != "attached" {
@@ -282,20 +284,63 @@ fn same_workload(a: &Workload, b: &Workload) -> bool {
     (&a.corpus, a.max_tokens, a.rate, a.seed) == (&b.corpus, b.max_tokens, b.rate, b.seed)
 }
 
-/// The spread between `sessions` (the baseline and earlier benches of the same identity) of each level's metric
-/// means, over the sessions that ran `workload` at that concurrency: measured from [`stats::MIN_SESSIONS`]
-/// sessions on, else the rules' default. Every compared metric of every level of `workload` gets an entry.
-pub fn between_session_spreads(sessions: &[&BenchRecord], workload: &Workload, rules: &Rules) -> Spreads {
+/// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on).
+fn side_of(level: Option<&Level>, name: &str) -> Option<stats::Side> {
+    stats::Side::of_sub_sessions(level?.sub_sessions.as_ref()?.means.get(name)?)
+}
+
+/// Per level and compared metric of `workload`, the between-session spread a comparison with `baseline` counts,
+/// best first: `measured`, when the baseline's level carries its own sub-sessions' spread (the candidate's levels,
+/// `candidate`, give the other side; a candidate that measured too few counts the baseline's for both); else
+/// `history`, the spread of the level's metric means over the baseline and `history` (earlier benches of the same
+/// identity) that ran `workload`, from [`stats::MIN_SESSIONS`] sessions on; else the rules' default, with a note
+/// saying why (a baseline of an older version carries no measured spread). Every compared metric of every level of
+/// `workload` gets an entry.
+pub fn between_session_spreads(
+    baseline: Option<&BenchRecord>,
+    history: &[&BenchRecord],
+    candidate: &[Level],
+    workload: &Workload,
+    rules: &Rules,
+) -> Spreads {
     let mut out = Spreads::new();
+    let sessions: Vec<&BenchRecord> =
+        baseline.into_iter().chain(history.iter().copied()).filter(|s| same_workload(&s.workload, workload)).collect();
+    let base = baseline.filter(|b| same_workload(&b.workload, workload));
     for &c in &workload.concurrency {
+        let base_level = base.and_then(|b| b.levels.iter().find(|l| l.concurrency == c));
+        let cand_level = candidate.iter().find(|l| l.concurrency == c);
         for (name, _) in COMPARED {
-            let means: Vec<f64> = sessions
-                .iter()
-                .filter(|s| same_workload(&s.workload, workload))
-                .filter_map(|s| s.levels.iter().find(|l| l.concurrency == c))
-                .filter_map(|l| stats::mean(l.samples.get(*name)?))
-                .collect();
-            out.insert((c, (*name).to_owned()), stats::Between::of_sessions(&means, rules));
+            let between = match (side_of(base_level, name), side_of(cand_level, name)) {
+                (Some(b), Some(own)) => stats::Between::measured(b, own),
+                (Some(b), None) => stats::Between::measured(b, b)
+                    .noted("this run measured too few sub-sessions: the baseline's spread counted for both sides"),
+                (None, _) => {
+                    let means: Vec<f64> = sessions
+                        .iter()
+                        .filter_map(|s| s.levels.iter().find(|l| l.concurrency == c))
+                        .filter_map(|l| stats::mean(l.samples.get(*name)?))
+                        .collect();
+                    let between = stats::Between::of_sessions(&means, rules);
+                    match base {
+                        Some(b) => {
+                            let why = if b.bench_version < 10 {
+                                format!("baseline from bench_version {} carries no measured spread", b.bench_version)
+                            } else {
+                                "the baseline measured too few sub-sessions for a spread".to_owned()
+                            };
+                            let what = if between.source == "history" {
+                                format!("measured over {} sessions instead", between.sessions)
+                            } else {
+                                format!("assumed {:.0} %", between.spread * 100.0)
+                            };
+                            between.noted(format!("{why}: {what}"))
+                        }
+                        None => between,
+                    }
+                }
+            };
+            out.insert((c, (*name).to_owned()), between);
         }
     }
     out
@@ -307,11 +352,20 @@ pub fn recorded_spreads(levels: &[Level], rules: &Rules) -> Spreads {
     let mut out = Spreads::new();
     for l in levels {
         for c in &l.comparisons {
+            let side = |s: &Option<gauntlet_schema::bench::SideSpread>| {
+                s.as_ref().map(|s| stats::Side { spread: s.spread, sub_sessions: s.sub_sessions })
+            };
             let b = match &c.between_session {
                 Some(b) => stats::Between {
                     spread: b.spread,
-                    source: if b.source == "history" { "history" } else { "default" },
+                    source: match b.source.as_str() {
+                        "measured" => "measured",
+                        "history" => "history",
+                        _ => "default",
+                    },
                     sessions: b.sessions,
+                    sides: side(&b.baseline_side).zip(side(&b.candidate_side)),
+                    note: b.note.clone(),
                 },
                 None => stats::Between::default_of(rules, 1),
             };
@@ -426,10 +480,17 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
         why: c.why.clone(),
         mde: c.mde,
         within_interval: Some(c.within_interval),
-        between_session: c.between.as_ref().map(|b| gauntlet_schema::bench::BetweenSession {
-            spread: b.spread,
-            source: b.source.into(),
-            sessions: b.sessions,
+        between_session: c.between.as_ref().map(|b| {
+            let side =
+                |s: &stats::Side| gauntlet_schema::bench::SideSpread { spread: s.spread, sub_sessions: s.sub_sessions };
+            gauntlet_schema::bench::BetweenSession {
+                spread: b.spread,
+                source: b.source.into(),
+                sessions: b.sessions,
+                baseline_side: b.sides.as_ref().map(|(s, _)| side(s)),
+                candidate_side: b.sides.as_ref().map(|(_, s)| side(s)),
+                note: b.note.clone(),
+            }
         }),
     }
 }
@@ -461,6 +522,11 @@ pub(crate) struct LevelFold {
     samples: Samples,
     pooled: Pool,
     offset: f64,
+    /// The measured batches the workload asks for, and the sub-sessions they split into.
+    planned: usize,
+    /// Per sub-session: its batches and, per compared metric (in [`COMPARED`]'s order), the sum of its batches'
+    /// values and how many gave one. Empty when the level is too short to split.
+    sub: Vec<(u64, [(f64, u32); COMPARED.len()])>,
 }
 
 impl LevelFold {
@@ -474,6 +540,8 @@ impl LevelFold {
             samples: Samples::new(COMPARED.iter().map(|(name, _)| *name)),
             pooled: Pool::reserved(slos(workload)),
             offset: 0.0,
+            planned: workload.repetitions,
+            sub: vec![(0, [(0.0, 0); COMPARED.len()]); gauntlet_schema::bench::sub_session_count(workload.repetitions)],
         }
     }
 
@@ -494,6 +562,16 @@ impl LevelFold {
         let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, self.max_tokens)).collect();
         let m = metrics::run(&timelines, 0.0, b.seconds, &self.slos);
         self.samples.add(|name| sample_of(&m, name));
+        let index = usize::try_from(self.tally.batches).unwrap_or(usize::MAX);
+        let at = gauntlet_schema::bench::sub_session_of(index, self.planned, self.sub.len());
+        if let Some((batches, sums)) = self.sub.get_mut(at) {
+            *batches += 1;
+            for ((name, _), sum) in COMPARED.iter().zip(sums.iter_mut()) {
+                if let Some(v) = sample_of(&m, name) {
+                    *sum = (sum.0 + v, sum.1 + 1);
+                }
+            }
+        }
         for t in &timelines {
             self.pooled.add(t.start + self.offset, metrics::request(t));
         }
@@ -509,6 +587,20 @@ impl LevelFold {
 
     pub(crate) fn finish(self) -> Level {
         let pooled = self.pooled.finish(0.0, self.offset);
+        // Sub-sessions an interrupt left without a batch are not sessions.
+        let ran: Vec<_> = self.sub.iter().filter(|(batches, _)| *batches > 0).collect();
+        let sub_sessions = (!ran.is_empty()).then(|| gauntlet_schema::bench::SubSessions {
+            batches: ran.iter().map(|(batches, _)| *batches).collect(),
+            means: COMPARED
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| {
+                    let means = ran.iter().filter(|(_, s)| s[i].1 > 0).map(|(_, s)| s[i].0 / f64::from(s[i].1));
+                    ((*name).to_owned(), means.collect::<Vec<f64>>())
+                })
+                .filter(|(_, means)| !means.is_empty())
+                .collect(),
+        });
         Level {
             concurrency: self.concurrency,
             batches: self.batches,
@@ -517,6 +609,7 @@ impl LevelFold {
             samples: self.samples.finish(),
             batches_per_sample: self.samples.batches_per_sample(),
             comparisons: Vec::new(),
+            sub_sessions,
         }
     }
 }
@@ -861,6 +954,59 @@ mod report_tests {
         assert!(folded.samples.values().all(|s| s.len() == n.div_ceil(4)), "{:?}", folded.samples.keys());
         let held = level(2, (0..n).map(batch).collect(), &workload);
         assert_eq!((&held.samples, held.batches_per_sample, &held.tally), (&folded.samples, 4, &folded.tally));
+    }
+
+    /// A level's batches fall into consecutive sub-sessions whose means are the means of their batches' samples,
+    /// and a comparison with a baseline that carries them counts both measured spreads; a baseline of version 9
+    /// carries none, and its comparison says it assumed the default.
+    #[test]
+    fn sub_sessions_give_a_measured_spread_and_an_old_baseline_falls_back_to_the_default_saying_so() {
+        let batch = |gap: f64| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 1,
+            receive_clock: None,
+            requests: vec![record(0.0, gap)],
+        };
+        let gaps: Vec<f64> = (0..12).map(|i| 0.010 + 0.0001 * (i % 5) as f64).collect();
+        let workload = Workload::new(vec![1], 4, 0, 12);
+        let l = level(1, gaps.iter().map(|g| batch(*g)).collect(), &workload);
+        let sub = l.sub_sessions.clone().unwrap();
+        assert_eq!(sub.batches, vec![4, 4, 4]);
+        let tpot = &l.samples["tpot_mean"];
+        let expected: Vec<f64> = tpot.chunks(4).map(|c| c.iter().sum::<f64>() / 4.0).collect();
+        assert_eq!(sub.means["tpot_mean"], expected);
+        // Two batches are too few to split.
+        assert!(level(1, vec![batch(0.01), batch(0.01)], &Workload::new(vec![1], 4, 0, 2)).sub_sessions.is_none());
+
+        let rules = Rules::default();
+        let mut base = bench(vec![l.clone()]);
+        base.workload = workload.clone();
+        base.bench_version = BENCH_VERSION;
+        let spreads = between_session_spreads(Some(&base), &[], std::slice::from_ref(&l), &workload, &rules);
+        let b = &spreads[&(1, "tpot_mean".to_owned())];
+        assert_eq!((b.source, b.sessions, b.note.as_deref()), ("measured", 6, None));
+        assert!(b.spread < 0.01, "{}", b.spread);
+        // The same record as a version-9 baseline: no sub-sessions, so the default, said in the comparison.
+        let mut old = base.clone();
+        old.bench_version = 9;
+        old.levels[0].sub_sessions = None;
+        let spreads = between_session_spreads(Some(&old), &[], std::slice::from_ref(&l), &workload, &rules);
+        let b = &spreads[&(1, "tpot_mean".to_owned())];
+        assert_eq!(b.source, "default");
+        assert_eq!(b.note.as_deref(), Some("baseline from bench_version 9 carries no measured spread: assumed 20 %"));
+        let mut levels = vec![l.clone()];
+        let (verdict, _) = assess(&mut levels, &workload, Some(&old), true, &rules, &spreads);
+        let c = levels[0].comparisons.iter().find(|c| c.metric == "tpot_mean").unwrap();
+        assert!(c.why.contains("carries no measured spread: assumed 20 %"), "{}", c.why);
+        assert_eq!(verdict, BenchVerdict::Inconclusive);
+        // Against the measured baseline, the same level is no change, and the record states both sides.
+        let spreads = between_session_spreads(Some(&base), &[], std::slice::from_ref(&l), &workload, &rules);
+        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads);
+        assert_eq!(verdict, BenchVerdict::Pass, "{:#?}", levels[0].comparisons);
+        let between = levels[0].comparisons[0].between_session.clone().unwrap();
+        assert_eq!((between.source.as_str(), between.baseline_side.unwrap().sub_sessions), ("measured", 3));
+        assert_eq!(recorded_spreads(&levels, &rules)[&(1, "tpot_mean".to_owned())].source, "measured");
     }
 
     #[test]

@@ -65,11 +65,21 @@ pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
     )
 }
 
-/// "MDE 12.3 % (between-session spread ±10.0 %, default)": the smallest change the comparison could have seen.
+/// "MDE 12.3 % (between-session spread ±10.0 %, default)": the smallest change the comparison could have seen. A
+/// measured spread names both sides: "±1.2 % / ±0.8 %, measured over 3 + 3 sub-sessions".
 pub fn mde_text(c: &MetricComparison) -> String {
-    let spread = c.between_session.as_ref().map_or(String::new(), |b| {
-        let from = if b.source == "history" { format!("{} sessions", b.sessions) } else { "default".into() };
-        format!(" (between-session spread ±{:.1} %, {from})", b.spread * 100.0)
+    let spread = c.between_session.as_ref().map_or(String::new(), |b| match (&b.baseline_side, &b.candidate_side) {
+        (Some(base), Some(own)) if b.source == "measured" => format!(
+            " (between-session spread ±{:.1} % / ±{:.1} %, measured over {} + {} sub-sessions)",
+            base.spread * 100.0,
+            own.spread * 100.0,
+            base.sub_sessions,
+            own.sub_sessions
+        ),
+        _ => {
+            let from = if b.source == "history" { format!("{} sessions", b.sessions) } else { "default".into() };
+            format!(" (between-session spread ±{:.1} %, {from})", b.spread * 100.0)
+        }
     });
     match c.mde {
         Some(m) => format!("MDE {:.1} %{spread}", m * 100.0),

@@ -459,6 +459,7 @@ mod tests {
                 samples: Default::default(),
                 batches_per_sample: 1,
                 comparisons: Vec::new(),
+                sub_sessions: None,
             });
         }
         let mut record: BenchRecord = serde_json::from_value(serde_json::json!({

@@ -178,6 +178,7 @@ fn bench_record(samples: BTreeMap<String, Vec<f64>>) -> BenchRecord {
         samples,
         batches_per_sample: 1,
         comparisons: Vec::new(),
+        sub_sessions: None,
     });
     b
 }

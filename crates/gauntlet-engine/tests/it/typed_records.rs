@@ -96,8 +96,8 @@ fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
 fn newer_or_foreign_records_are_refused_naming_the_file() {
     let err = parse_run_record(r#"{"schema_version": 10}"#).unwrap_err();
     assert!(err.contains("schema_version 10 is not readable"), "{err}");
-    let err = parse_bench_record(r#"{"bench_version": 9}"#, "x/bench.json").unwrap_err();
-    assert!(err.starts_with("x/bench.json: bench_version 9 is not readable"), "{err}");
+    let err = parse_bench_record(r#"{"bench_version": 11}"#, "x/bench.json").unwrap_err();
+    assert!(err.starts_with("x/bench.json: bench_version 11 is not readable (reads 1 to 10)"), "{err}");
     let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();
     assert!(err.starts_with("x/run.json: no bench_version"), "{err}");
     let err = parse_bench_record(r#"{"bench_version": 3, "verdict": 7}"#, "y.json").unwrap_err();
@@ -124,6 +124,39 @@ fn a_version_3_bench_record_reads_and_its_binary_digest_moves() {
     assert_eq!(r.levels[0].comparisons[0].call, Call::NoChange);
     assert_eq!(r.levels[0].comparisons[0].better, Better::Lower);
     assert_eq!(r.identity.current().unwrap().build.as_ref().unwrap().binary_sha256.as_deref(), Some("abc"));
+}
+
+/// A version-9 bench.json (before sub-sessions) reads with no measured spread, its comparison's default spread as
+/// it was written; a version-10 level carries its sub-sessions, and one that claims more than a bench ever splits
+/// into reads as having none.
+#[test]
+fn a_version_9_bench_record_reads_without_a_measured_spread() {
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let record = |version: u32, level: Value| {
+        json!({
+            "bench_version": version, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "t",
+            "identity": run["identity"], "identity_digest": run["identity_digest"], "runtime": {},
+            "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 4},
+            "definitions": {}, "levels": [level], "verdict": "inconclusive", "rules": {}
+        })
+        .to_string()
+    };
+    let old = json!({"concurrency": 1, "batches": [], "metrics": {}, "samples": {"tpot_mean": [0.1, 0.1, 0.1, 0.1]},
+        "comparisons": [{"metric": "tpot_mean", "better": "lower", "baseline_mean": 0.1, "mean": 0.1, "change": 0.0,
+            "interval": [-0.5, 0.5], "p_value": 1.0, "call": "inconclusive", "why": "", "mde": 0.8,
+            "between_session": {"spread": 0.2, "source": "default", "sessions": 1}}]});
+    let r = parse_bench_record(&record(9, old), "old/bench.json").unwrap();
+    assert!(r.levels[0].sub_sessions.is_none());
+    let b = r.levels[0].comparisons[0].between_session.clone().unwrap();
+    assert_eq!((b.source.as_str(), b.spread, b.baseline_side, b.note), ("default", 0.2, None, None));
+    let sub = |n: usize| {
+        json!({"concurrency": 1, "batches": [], "metrics": {}, "samples": {},
+            "sub_sessions": {"batches": vec![1; n], "means": {"tpot_mean": vec![0.1; n]}}})
+    };
+    let r = parse_bench_record(&record(10, sub(3)), "new/bench.json").unwrap();
+    assert_eq!(r.levels[0].sub_sessions.as_ref().unwrap().means["tpot_mean"].len(), 3);
+    let r = parse_bench_record(&record(10, sub(100_000)), "forged/bench.json").unwrap();
+    assert!(r.levels[0].sub_sessions.is_none());
 }
 
 /// Every enum writes exactly the spelling earlier versions wrote, and reads it back.

@@ -37,10 +37,11 @@ fn bench_confirms_a_regression_with_a_second_measurement() {
     assert!(!stdout.contains("confirm:"), "{stdout}");
 }
 
-/// A stored baseline is another session: a 20 % slower decode that the two sessions' own samples show clearly is
-/// not called against one baseline session (the default between-session spread covers it), and the comparison
-/// says how small a change it could have seen; with a history of sessions that agree closely, the same change is
-/// called.
+/// A stored baseline is another session. Issue #30 item 3: each bench measures its own between-session spread
+/// (its batches in sub-sessions), so a 20 % slower decode is called against one stored baseline by the two sides'
+/// measured spreads. A baseline written before bench version 10 carries none: the same change is then not called
+/// (the default 20 % spread covers it), the comparison says why and how many sessions it would need; with a
+/// history of old sessions that agree closely, their spread is measured instead and the change is called.
 #[test]
 fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between_sessions() {
     let paced = |ms: &str| vec![("__token_delay_ms", ms.to_owned()), ("", answer("word"))];
@@ -50,7 +51,26 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
         .map(|name| {
             let (code, stdout, record, out) = bench_fixture(&f, name, &[]);
             assert_eq!((code, record["verdict"].as_str()), (Some(0), Some("candidate")), "{stdout}");
+            // Four measured batches: sub-sessions of 2, 1 and 1 batches, each with its means.
+            let sub = &record["levels"][0]["sub_sessions"];
+            assert_eq!(sub["batches"], serde_json::json!([2, 1, 1]), "{record}");
+            assert_eq!(sub["means"]["tpot_mean"].as_array().map(Vec::len), Some(3), "{record}");
             out.join("bench.json")
+        })
+        .collect();
+    // The same records as a bench before version 10 wrote them: no sub-sessions.
+    let old: Vec<PathBuf> = sessions
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            v["bench_version"] = 9.into();
+            for l in v["levels"].as_array_mut().unwrap() {
+                l.as_object_mut().unwrap().remove("sub_sessions");
+            }
+            let to = f.path().join(format!("old{i}.json"));
+            std::fs::write(&to, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+            to
         })
         .collect();
     // 40 ms → 48 ms per token (a 20 % slower decode: inside the default spread, and clear in the samples even on a
@@ -60,23 +80,40 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
         let comparisons = record["levels"][0]["comparisons"].as_array().unwrap();
         comparisons.iter().find(|c| c["metric"] == "tpot_mean").unwrap().clone()
     };
-    let (code, stdout, record, out) = bench_fixture(&f, "slower", &["--baseline", sessions[0].to_str().unwrap()]);
+    let (code, stdout, record, _) = bench_fixture(&f, "slower", &["--baseline", sessions[0].to_str().unwrap()]);
+    let c = tpot(&record);
+    assert_eq!(c["between_session"]["source"], "measured", "{c}");
+    assert_eq!(c["between_session"]["sessions"], 6, "{c}");
+    assert_eq!(c["between_session"]["baseline_side"]["sub_sessions"], 3, "{c}");
+    assert_eq!(c["between_session"]["candidate_side"]["sub_sessions"], 3, "{c}");
+    assert_eq!(c["call"], "regression", "{stdout}");
+    let measured_mde = c["mde"].as_f64().unwrap();
+    assert_eq!(record["bench_version"], 10);
+    assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
+    assert!(stdout.contains("measured over 3 + 3 sub-sessions"), "{stdout}");
+    // Against the old baseline: the default, said so.
+    let (code, stdout, record, out) = bench_fixture(&f, "slower-than-old", &["--baseline", old[0].to_str().unwrap()]);
     let c = tpot(&record);
     assert!(c["within_interval"][0].as_f64().unwrap() > 0.015, "the samples alone show it: {c}");
     assert_eq!(c["call"], "inconclusive", "{stdout}");
     assert_eq!(c["between_session"]["source"], "default", "{c}");
+    assert_eq!(
+        c["between_session"]["note"], "baseline from bench_version 9 carries no measured spread: assumed 20 %",
+        "{c}"
+    );
     let mde = c["mde"].as_f64().unwrap();
-    assert!(mde > 0.10, "{c}");
-    assert_eq!(record["bench_version"], 9);
+    assert!(mde > 0.10 && mde > measured_mde, "{c}");
     assert_eq!((code, record["verdict"].as_str()), (Some(4), Some("inconclusive")), "{stdout}");
-    assert!(stdout.contains("MDE ") && stdout.contains("between-session spread ±20.0 %, default"), "{stdout}");
+    assert!(stdout.contains("between-session spread ±20.0 %, default"), "{stdout}");
+    assert!(stdout.contains("baseline from bench_version 9 carries no measured spread: assumed 20 %"), "{stdout}");
+    assert!(stdout.contains("to detect 5 % it would need about "), "{stdout}");
     let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
     assert!(md.contains(&format!("MDE {:.1} %", mde * 100.0)), "{md}");
     let html = std::fs::read_to_string(out.join("bench.html")).unwrap();
     assert!(html.contains("<th>MDE</th>") && !html.contains("states no minimum detectable effect"), "{html}");
-    // The baseline and two more sessions of the unchanged server: their spread replaces the default.
-    let history = ["--history", sessions[1].to_str().unwrap(), "--history", sessions[2].to_str().unwrap()];
-    let mut args = vec!["--baseline", sessions[0].to_str().unwrap()];
+    // The old baseline and two more old sessions of the unchanged server: their spread replaces the default.
+    let history = ["--history", old[1].to_str().unwrap(), "--history", old[2].to_str().unwrap()];
+    let mut args = vec!["--baseline", old[0].to_str().unwrap()];
     args.extend_from_slice(&history);
     let (code, stdout, record, _) = bench_fixture(&f, "slower-with-history", &args);
     let c = tpot(&record);
