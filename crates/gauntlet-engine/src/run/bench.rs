@@ -978,6 +978,9 @@ mod report_tests {
         assert_eq!(sub.means["tpot_mean"], expected);
         // Two batches are too few to split.
         assert!(level(1, vec![batch(0.01), batch(0.01)], &Workload::new(vec![1], 4, 0, 2)).sub_sessions.is_none());
+        let md = markdown(&bench(vec![l.clone()]));
+        assert!(md.contains("- c1: own between-session spread over 3 sub-sessions (4, 4, 4 batches): "), "{md}");
+        assert!(md.contains("tpot_mean ±"), "{md}");
 
         let rules = Rules::default();
         let mut base = bench(vec![l.clone()]);

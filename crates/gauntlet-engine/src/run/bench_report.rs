@@ -87,6 +87,31 @@ pub fn mde_text(c: &MetricComparison) -> String {
     }
 }
 
+/// "own between-session spread over 3 sub-sessions (4, 4, 4 batches): tpot_mean ±0.4 %, …": what a level measured
+/// of its own spread, which a later comparison with this record as its baseline counts. `None` for a level without
+/// sub-sessions (too few batches, or a record before version 10).
+pub fn spread_line(level: &Level) -> Option<String> {
+    let sub = level.sub_sessions.as_ref()?;
+    let spreads: Vec<String> = sub
+        .means
+        .iter()
+        .filter_map(|(name, means)| {
+            let side = crate::bench::stats::Side::of_sub_sessions(means)?;
+            Some(format!("{name} ±{:.1} %", side.spread * 100.0))
+        })
+        .collect();
+    if spreads.is_empty() {
+        return None;
+    }
+    let batches: Vec<String> = sub.batches.iter().map(u64::to_string).collect();
+    Some(format!(
+        "own between-session spread over {} sub-sessions ({} batches): {}",
+        sub.batches.len(),
+        batches.join(", "),
+        spreads.join(", ")
+    ))
+}
+
 /// "goodput 3.20 req/s of 4.00 (TTFT ≤ 200 ms, TPOT ≤ 50 ms)": the requests per second that met every limit of the
 /// workload's SLO, beside all completed requests per second; `None` without an SLO.
 pub fn goodput_line(w: &gauntlet_schema::bench::Workload, level: &Level) -> Option<String> {
@@ -245,6 +270,9 @@ pub fn markdown(r: &BenchRecord) -> String {
     for l in &r.levels {
         if let Some(g) = goodput_line(w, l) {
             let _ = writeln!(md, "\n- c{}: {g}", l.concurrency);
+        }
+        if let Some(s) = spread_line(l) {
+            let _ = writeln!(md, "\n- c{}: {s}", l.concurrency);
         }
     }
     let comparisons: Vec<_> =

@@ -55,6 +55,7 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
             let sub = &record["levels"][0]["sub_sessions"];
             assert_eq!(sub["batches"], serde_json::json!([2, 1, 1]), "{record}");
             assert_eq!(sub["means"]["tpot_mean"].as_array().map(Vec::len), Some(3), "{record}");
+            assert!(stdout.contains("own between-session spread over 3 sub-sessions (2, 1, 1 batches)"), "{stdout}");
             out.join("bench.json")
         })
         .collect();
