@@ -1,6 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 pub mod bounded;
+pub mod clean;
 pub mod raw;
 pub mod redact;
 pub mod suggest;
@@ -80,13 +81,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A stale temporary file of an earlier process with this pid goes; the new one is created exclusively,
+        // so a symlink planted under its name is never followed.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = bounded::create_new(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+        bounded::sync_dir(dir);
         Ok(())
     })();
     if result.is_err() {
@@ -104,11 +106,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The sha256 of a file the manifest named (a model, a binary, a task file): by the one file rule, a symlink
+/// followed but a regular file at the end of it (never a FIFO or a device), streamed.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h)?;
-    Ok(hex(&h.finalize()))
+    bounded::sha256_named(path, bounded::MODEL_CAP).map(|(sha, _)| sha).map_err(|e| match e {
+        bounded::ReadError::Io(e) => e,
+        bounded::ReadError::NotFound => std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        other => std::io::Error::other(format!("`{}` {other}", path.display())),
+    })
 }
 
 /// sha256 of a file, remembered under `home/digests/` by (path, device, inode, size, mtime): an unchanged file is
@@ -167,7 +172,7 @@ pub fn sha256_file_memo(path: &Path, home: &Path) -> std::io::Result<String> {
         .as_bytes(),
     );
     let memo = home.join("digests").join(&key);
-    if let Ok(text) = std::fs::read_to_string(&memo) {
+    if let Ok(text) = bounded::read_text(&memo, bounded::SMALL_CAP) {
         let text = text.trim();
         if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(text.to_owned());
