@@ -13,12 +13,17 @@
 #   stored:  gauntlet bench --profile base --samples n (the baseline), then the same profile with the proxy
 #            restarted at delay s, --baseline the first (one request per batch: n samples a side)
 # A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
+# Each row also keeps the bench's exit code (paired: 0 = every deciding metric "no change", 4 = inconclusive), and
+# for paired benches the decode period effect (first request of a pair against the second, relative).
 # Writes target/detection.csv (one row per run, with the load average when it ended) and prints the table;
 # `scripts/bench-detection.sh table [CSV …]` prints the table of CSVs so far (a run may be stopped between rows).
 #   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
 #   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
 #   GAUNTLET_DETECT_BIN_DIR=DIR  (prebuilt gauntlet and gauntlet-fake-server: no cargo build)
 #   GAUNTLET_DETECT_SERVER=PATH  (a llama-server binary; default the embedded default's xllamacpp launcher)
+#   GAUNTLET_DETECT_SERVER_ARGS="-ngl 99"  (more arguments for the server, e.g. to put it on a GPU)
+#   GAUNTLET_DETECT_HOLD_MS=N  (both proxies also hold every other streamed answer N ms: a buffering hop that makes
+#                               the first request of a pair slower, which the crossover analysis must cancel)
 #   GAUNTLET_DETECT_MODEL=PATH  GAUNTLET_DETECT_CSV=PATH  (default target/detection.csv)
 # The server gets one thread per CPU this script may run on (`nproc`), so `taskset -c 0,1 scripts/…` is a 2-core
 # machine inside a larger one: several such runs side by side are independent trials.
@@ -30,18 +35,25 @@ python3 - "$@" <<'PY'
 import csv, sys, collections
 rows = [r for f in sys.argv[1:] for r in csv.DictReader(open(f))]
 cells = collections.defaultdict(list)
+passed = collections.defaultdict(list)
 for r in rows:
     cells[(r["method"], int(r["size"]), int(r["slowdown_pct"]))].append(r["call"] == "regression")
+    if int(r["slowdown_pct"]) == 0 and r.get("exit", "") != "":
+        passed[(r["method"], int(r["size"]))].append(r["exit"] == "0")
 sizes = sorted({int(r["size"]) for r in rows}); slows = sorted({int(r["slowdown_pct"]) for r in rows})
-print("| method | pairs / samples | " + " | ".join(("false alarms (0 %)" if s == 0 else f"caught at {s} %") for s in slows) + " |")
-print("|---|---:|" + "---:|" * len(slows))
+print("| method | pairs / samples | unchanged: exit 0 | " + " | ".join(("false alarms (0 %)" if s == 0 else f"caught at {s} %") for s in slows) + " |")
+print("|---|---:|---:|" + "---:|" * len(slows))
 for method in ("paired", "stored"):
     for n in sizes:
         out = []
         for s in slows:
             v = cells[(method, n, s)]
             out.append(f"{sum(v)} of {len(v)}")
-        print(f"| {method} | {n} | " + " | ".join(out) + " |")
+        p = passed[(method, n)]
+        print(f"| {method} | {n} | {sum(p)} of {len(p)} | " + " | ".join(out) + " |")
+periods = [float(r["period"]) for r in rows if r.get("period") not in (None, "", "-")]
+if periods:
+    print(f"\ndecode period effect (first request of a pair against the second): {min(periods):+.1%} to {max(periods):+.1%}")
 loads = [float(r["load1"]) for r in rows if r.get("load1")]
 if loads:
     print(f"\n{len(rows)} runs; load average (1 min) at the end of a run: {min(loads):.1f} to {max(loads):.1f}")
@@ -87,7 +99,9 @@ wait_health() { # $1 = port; 120 s at most
 }
 
 server_port=$(free_port)
-"$server_bin" -m "$model" --host 127.0.0.1 --port "$server_port" -c 2048 -np 1 -t "$(nproc)" > "$work/server.log" 2>&1 &
+# shellcheck disable=SC2086 # the extra arguments are words
+"$server_bin" -m "$model" --host 127.0.0.1 --port "$server_port" -c 2048 -np 1 -t "$(nproc)" \
+  ${GAUNTLET_DETECT_SERVER_ARGS:-} > "$work/server.log" 2>&1 &
 pids+=($!)
 wait_health "$server_port"
 
@@ -95,7 +109,7 @@ declare -A proxy_pid
 start_proxy() { # $1 = name, $2 = port, $3 = delay µs
   if [ -n "${proxy_pid[$1]:-}" ]; then kill "${proxy_pid[$1]}" 2>/dev/null || true; wait "${proxy_pid[$1]}" 2>/dev/null || true; fi
   "$proxy_bin" --proxy-to "http://127.0.0.1:$server_port" --port "$2" --event-delay-us "$3" --lifetime-s 7200 \
-    2> /dev/null &
+    --hold-first-ms "${GAUNTLET_DETECT_HOLD_MS:-0}" 2> /dev/null &
   proxy_pid[$1]=$!
   pids+=($!)
   wait_health "$2"
@@ -120,17 +134,18 @@ measure() { # the server's per-token time now (p50 of 5 batches through the unde
 }
 csv=${GAUNTLET_DETECT_CSV:-$repo/target/detection.csv}
 mkdir -p "$(dirname "$csv")"
-echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,load1" > "$csv"
-decode_call() { # $1 = record, $2 = method → "call decided_pairs mde"
+echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,exit,period,load1" > "$csv"
+decode_call() { # $1 = record, $2 = method → "call decided_pairs mde period"
   python3 - "$1" "$2" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 if sys.argv[2] == "paired":
     m = next((m for m in r.get("metrics", []) if m["metric"] == "decode_tokens_per_second"), None)
-    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-")
+    pe = next((e for e in r.get("period_effects", []) if e["metric"] == "decode_tokens_per_second"), None)
+    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-", pe["change"] if pe else "-")
 else:
     c = next((c for l in r.get("levels", []) for c in l.get("comparisons", []) if c["metric"] == "tpot_mean"), None)
-    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-")
+    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-", "-")
 PY
 }
 started=$(date +%s)
@@ -144,17 +159,19 @@ for trial in $(seq "$trials"); do
       start_proxy base "$base_port" 0
       start_proxy slow "$slow_port" "$delay"
       out=$work/p-$trial-$s-$n
-      "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || true
-      read -r call pairs mde < <(decode_call "$out/paired.json" paired)
-      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
+      code=0
+      "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || code=$?
+      read -r call pairs mde period < <(decode_call "$out/paired.json" paired)
+      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
       # Stored: the baseline through the proxy at delay 0, then the candidate through the same port at delay s.
       out=$work/s-$trial-$s-$n
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" --out "$out-base" > /dev/null 2>&1 || true
       start_proxy base "$base_port" "$delay"
+      code=0
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" \
-        --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || true
-      read -r call pairs mde < <(decode_call "$out/bench.json" stored)
-      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
+        --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || code=$?
+      read -r call pairs mde period < <(decode_call "$out/bench.json" stored)
+      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
       echo "trial $trial, slowdown $s %, $n: $(tail -2 "$csv" | cut -d, -f4,5 | tr '\n' ' ') ($(( $(date +%s) - started )) s)"
     done
   done

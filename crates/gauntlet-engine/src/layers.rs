@@ -23,6 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("client", &["util", "manifest"]),
     ("build", &["util", "manifest", "server"]),
     ("bench", &["util"]),
+    ("formats", &["util"]),
     ("plan", &["util", "manifest"]),
     ("compare", &[]),
     ("verdict", &["compare"]),

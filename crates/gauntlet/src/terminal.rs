@@ -28,22 +28,9 @@ pub(crate) use {errln, outln};
 /// returns, line and paragraph separators, bidirectional overrides) shown escaped instead of acting on the
 /// terminal; and a line that GitHub Actions would read as a workflow command defused: it reads `::command::` at
 /// the start of a line (after any whitespace) and `##[command]` anywhere in it.
+/// The engine's one cleaning rule ([`gauntlet_engine::util::clean::line`]), which the report writers share.
 pub(crate) fn clean(line: &str) -> String {
-    let line = gauntlet_engine::util::redact::text(line);
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        let hostile = (c.is_control() && c != '\t')
-            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if hostile {
-            // `\uXXXX` (all of these are in the BMP): readable here, and still valid inside a JSON string.
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    // A zero-width space between the two `#`: the text reads the same, and stays valid inside a JSON string.
-    let out = out.replace("##[", "#\u{200b}#[");
-    if out.trim_start().starts_with("::") { format!("\\{out}") } else { out }
+    gauntlet_engine::util::clean::line(line)
 }
 
 /// A stream whose every line goes through [`clean`]. Text is held until its line is complete (or the stream is
@@ -124,8 +111,12 @@ pub(crate) fn workflow_commands(text: &str) {
     for line in text.lines() {
         let line = gauntlet_engine::util::redact::text(line);
         // A line that is not one workflow command (no `::` start) is not passed through raw.
-        let line =
-            if line.starts_with("::") && !line.contains(['\r', '\u{1b}']) { line.into_owned() } else { clean(&line) };
+        // One whose data still holds a hostile character (a control, a bidi override) is cleaned instead.
+        let line = if line.starts_with("::") && !line.chars().any(gauntlet_engine::util::clean::is_hostile) {
+            line.into_owned()
+        } else {
+            clean(&line)
+        };
         let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();

@@ -67,7 +67,7 @@ pub fn recorded_source_digest(spec: &BuildSpec) -> Option<String> {
 }
 
 fn read_state(dir: &Path) -> Option<State> {
-    let text = std::fs::read(dir.join(STATE_FILE)).ok()?;
+    let text = crate::util::bounded::read_bytes(&dir.join(STATE_FILE), crate::util::bounded::SMALL_CAP).ok()?;
     serde_json::from_slice(&text).ok()
 }
 
@@ -124,18 +124,18 @@ pub fn run(spec: &BuildSpec, binary: &Path, out_dir: &Path) -> Result<BuildOutco
         && state.binary_sha256.is_some()
         && state.binary_sha256 == binary_sha()
     {
-        let _ = std::fs::write(&log_path, "build skipped: source and commands unchanged since the last build\n");
+        let _ = crate::util::bounded::create(&log_path).and_then(|mut f| {
+            use std::io::Write as _;
+            f.write_all(b"build skipped: source and commands unchanged since the last build\n")
+        });
         record.seconds = started.elapsed().as_secs_f64();
         return Ok(BuildOutcome { record, failed: None });
     }
     record.ran = true;
     let deadline = started + spec.timeout;
     for argv in &spec.commands {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
+        let log =
+            crate::util::bounded::append(&log_path).map_err(|e| start_err(format!("{}: {e}", log_path.display())))?;
         let mut p = ServerProcess::spawn_group(argv, &environment, Some(&spec.dir), log, &log_path)
             .map_err(|e| start_err(e.to_string()))?;
         match p.wait_until(deadline) {

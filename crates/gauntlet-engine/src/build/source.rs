@@ -17,7 +17,10 @@ type Memo = BTreeMap<String, (u64, i128, u64, String)>;
 
 /// Digest of `root`, leaving out `exclude` (the build directory, when it lies inside the source).
 pub fn tree_digest(root: &Path, exclude: &Path, memo_path: &Path) -> Result<String, String> {
-    let old: Memo = std::fs::read(memo_path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+    let old: Memo = crate::util::bounded::read_bytes(memo_path, crate::util::bounded::RECORD_CAP)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
     let mut new: Memo = BTreeMap::new();
     let mut lines: Vec<String> = Vec::new();
     let mut stack = vec![root.to_path_buf()];

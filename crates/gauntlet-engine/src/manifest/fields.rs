@@ -65,90 +65,16 @@ impl Problems {
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// How long a manifest given as a pipe (`--manifest <(generate)`, a FIFO) may take to arrive in full.
-pub const PIPE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+pub const PIPE_DEADLINE: std::time::Duration = crate::util::bounded::PIPE_DEADLINE;
 
-/// A file's text, read through a bounded reader: refused when it is over `cap` bytes (never read whole) or not
-/// UTF-8. A regular file is read at once; a pipe or a FIFO (a manifest from process substitution) is opened without
-/// blocking and read until its writer closes it, within [`PIPE_DEADLINE`]: a FIFO nobody writes to reads as empty,
-/// one whose writer never finishes is an error at the deadline, never a hang. Devices, sockets and folders are
-/// refused.
+/// A manifest's or suite's text by the one file rule ([`crate::util::bounded::read_text_or_pipe`]): a regular file
+/// or a pipe (a manifest from process substitution) within [`PIPE_DEADLINE`], at most `cap` bytes.
 pub(crate) fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, String> {
     read_capped_within(path, cap, PIPE_DEADLINE)
 }
 
 fn read_capped_within(path: &std::path::Path, cap: u64, deadline: std::time::Duration) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
-    let kind = meta.file_type();
-    let over = || format!("larger than the {} KiB limit; refused before parsing", cap / 1024);
-    let bytes = if kind.is_file() {
-        if meta.len() > cap {
-            return Err(over());
-        }
-        let mut bytes = Vec::new();
-        (&file).take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
-        bytes
-    } else if kind.is_fifo() {
-        read_pipe(&file, cap, deadline)?
-    } else {
-        let what = if kind.is_dir() {
-            "a folder"
-        } else if kind.is_char_device() || kind.is_block_device() {
-            "a device"
-        } else if kind.is_socket() {
-            "a socket"
-        } else {
-            "not a regular file"
-        };
-        return Err(format!("is {what}; a manifest is a regular file or a pipe"));
-    };
-    if bytes.len() as u64 > cap {
-        return Err(over());
-    }
-    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
-}
-
-/// Reads a non-blocking pipe until end of file, at most `cap + 1` bytes, waiting for data with `poll` until
-/// `deadline` has passed since the first read.
-fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::fd::AsRawFd;
-    let until = std::time::Instant::now() + deadline;
-    let mut bytes = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        match (&*file).read(&mut chunk) {
-            Ok(0) => return Ok(bytes),
-            Ok(n) => {
-                bytes.extend_from_slice(&chunk[..n]);
-                if bytes.len() as u64 > cap {
-                    return Ok(bytes);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    return Err(format!(
-                        "the pipe did not finish within {} s ({} bytes arrived); its writer is still open",
-                        deadline.as_secs(),
-                        bytes.len()
-                    ));
-                }
-                let mut fd = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                let ms = left.as_millis().clamp(1, 1000) as libc::c_int;
-                // SAFETY: one valid pollfd for the duration of the call.
-                unsafe { libc::poll(&mut fd, 1, ms) };
-            }
-            Err(e) => return Err(format!("cannot read: {e}")),
-        }
-    }
+    crate::util::bounded::read_text_or_pipe(path, cap, deadline)
 }
 
 /// An attached server's address: `http[s]://HOST[:PORT][/PATH]`, HOST an ASCII host name, an IPv4 address or a

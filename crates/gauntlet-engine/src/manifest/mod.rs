@@ -14,5 +14,6 @@ pub use load::{
     AttachSpec, DIALECTS, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
 };
 pub use qualify::{
-    DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, read_corpus, workload_problem,
+    DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, lm_eval_task_ok, read_corpus,
+    workload_problem,
 };

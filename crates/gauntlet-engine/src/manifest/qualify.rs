@@ -86,6 +86,12 @@ fn lm_eval_name_ok(name: &str, comma: bool) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b) || (comma && b == b','))
 }
 
+/// A task name of `quality.lm_eval.tasks`, from the manifest or from a bundle's snapshot: letters, digits, `_ - .`
+/// and no `..` (it names the bundle's samples file, which must stay one file name inside the bundle).
+pub fn lm_eval_task_ok(name: &str) -> bool {
+    lm_eval_name_ok(name, false) && !name.contains("..")
+}
+
 fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
     let t = qr.table_of(p, "lm_eval")?;
     let path = qr.at("lm_eval");
@@ -102,10 +108,13 @@ fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
                 p.error(&r.at("tasks"), "names no task");
             }
             for (i, task) in tasks.iter().enumerate() {
-                if !lm_eval_name_ok(task, false) {
+                if !lm_eval_task_ok(task) {
                     p.error(
                         &format!("{}[{i}]", r.at("tasks")),
-                        format!("`{}` is not a task name (letters, digits, `_`, `-`, `.`)", task.escape_debug()),
+                        format!(
+                            "`{}` is not a task name (letters, digits, `_`, `-`, `.`, no `..`)",
+                            task.escape_debug()
+                        ),
                     );
                 }
             }
@@ -284,7 +293,7 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
     w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
     let Some(rel) = b.string(p, "prompts") else { return w };
     let file = root.join(&rel);
-    let bytes = match std::fs::read(&file) {
+    let bytes = match crate::util::bounded::read_named_bytes(&file, crate::util::bounded::RECORD_CAP) {
         Ok(b) => b,
         Err(e) => {
             p.error(&b.at("prompts"), format!("cannot read `{}`: {e}", file.display()));

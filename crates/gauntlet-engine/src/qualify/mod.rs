@@ -12,7 +12,7 @@ mod html;
 mod monitor;
 mod r0_provenance;
 mod r1_correctness;
-mod r2_lm_eval;
+pub mod r2_lm_eval;
 mod r2_quality;
 mod r3_determinism;
 mod r4_r5_bench;
@@ -258,7 +258,7 @@ pub fn run_qualify(
     // A JSONL quality set (the manifest's file, read as R2 reads it) travels with its evidence, so `verify` never
     // reads a path outside the bundle.
     if let crate::manifest::QualitySet::Jsonl { path } = &settings.quality.set
-        && let Ok(bytes) = std::fs::read(path)
+        && let Ok(bytes) = crate::util::bounded::read_named_bytes(path, crate::util::bounded::RECORD_CAP)
     {
         write_atomic(&dir.join(verify::QUALITY_SET_FILE), &bytes)
             .map_err(|source| GateError::Out { path: dir.into(), source })?;
@@ -451,7 +451,8 @@ pub fn run_qualify(
 
     // R7: the bundle judged as `gauntlet verify` will judge it, then its manifest of sha256s.
     let began = bundle.begin("R7", reporter)?;
-    let problems = verify::check(dir, false);
+    let mut problems = verify::check(dir, false);
+    problems.extend(verify::not_regular(dir));
     let files = verify::inventory(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
     let count = files.len();
     let status = if problems.is_empty() { StageStatus::Pass } else { StageStatus::Fail };

@@ -34,7 +34,7 @@ impl Monitor {
             use std::io::Write as _;
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
             let client = Client::new(&base_url, api_key);
-            let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(&path) else { return 0 };
+            let Ok(mut file) = crate::util::bounded::append(&path) else { return 0 };
             // One GPU probe (one NVML handle) for the monitor's life.
             let probe = crate::sentry::gpu::probe();
             let every = Duration::from_secs_f64(profile.qualify.monitor_interval_seconds);

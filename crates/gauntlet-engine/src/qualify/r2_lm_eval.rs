@@ -5,7 +5,6 @@
 //! a command line, and never reads lm-eval's output unbounded.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -142,9 +141,10 @@ pub fn lm_eval_verdict(exit_ok: bool, scores: &Result<Vec<TaskScore>, Vec<String
     (score, failures)
 }
 
-/// The samples file of `task` in the bundle.
-pub fn samples_file(task: &str) -> String {
-    format!("r2-lm-eval-samples-{task}.jsonl")
+/// The samples file of `task` in the bundle; none for a name that is not a task name (a bundle's snapshot is
+/// untrusted: a task `/../x` would name a file outside it).
+pub fn samples_file(task: &str) -> Option<String> {
+    crate::manifest::lm_eval_task_ok(task).then(|| format!("r2-lm-eval-samples-{task}.jsonl"))
 }
 
 /// Recomputes a task's score from its per-document samples: the mean of the metric over the samples of the
@@ -170,15 +170,10 @@ pub fn score_from_samples(text: &str, metric_key: &str) -> Result<(f64, usize), 
     Ok((sum / n as f64, n))
 }
 
-/// A file's text, refused past `MAX_OUTPUT_BYTES` without reading it whole.
-pub fn read_bounded(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("`{}`: {e}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_OUTPUT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("`{}`: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_OUTPUT_BYTES {
-        return Err(format!("`{}` is larger than {} MiB", path.display(), MAX_OUTPUT_BYTES >> 20));
-    }
-    String::from_utf8(bytes).map_err(|_| format!("`{}` is not UTF-8", path.display()))
+/// The text of lm-eval's file `name` in the bundle `dir`, by the one file rule (`util::bounded`): a plain file
+/// name, a regular file that is not a symlink (never a FIFO or a device), refused past `MAX_OUTPUT_BYTES`.
+pub fn read_bounded(dir: &Path, name: &str) -> Result<String, crate::util::bounded::ReadError> {
+    crate::util::bounded::read_in(dir, name, MAX_OUTPUT_BYTES)
 }
 
 /// The task folder's files (plain files directly inside it) with their sha256: which task definition ran.
@@ -281,7 +276,7 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
     environment.insert("OPENAI_API_KEY".into(), client.api_key().unwrap_or("").to_owned());
     let log_path = dir.join(LOG_FILE);
     let recorded = json!({"version": LM_EVAL_VERSION, "program": program, "command": argv[1..], "log": LOG_FILE});
-    let log = match std::fs::File::create(&log_path) {
+    let log = match crate::util::bounded::create(&log_path) {
         Ok(f) => f,
         Err(e) => return fail(format!("cannot create `{}`: {e}", log_path.display()), recorded),
     };
@@ -319,7 +314,7 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
     let out = work.join("out");
     let mut copy_problems = Vec::new();
     if let Some(results) = written(&out, "results_", ".json") {
-        if let Err(e) = std::fs::copy(&results, dir.join(RESULTS_FILE)) {
+        if let Err(e) = crate::util::bounded::copy(&results, &dir.join(RESULTS_FILE), MAX_OUTPUT_BYTES) {
             copy_problems.push(format!("cannot keep lm-eval's results: {e}"));
         } else {
             data["results"] = json!(RESULTS_FILE);
@@ -327,9 +322,8 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
     }
     let mut samples = Vec::new();
     for task in &lm.tasks {
-        if let Some(f) = written(&out, &format!("samples_{task}_"), ".jsonl") {
-            let name = samples_file(task);
-            match std::fs::copy(&f, dir.join(&name)) {
+        if let (Some(f), Some(name)) = (written(&out, &format!("samples_{task}_"), ".jsonl"), samples_file(task)) {
+            match crate::util::bounded::copy(&f, &dir.join(&name), MAX_OUTPUT_BYTES) {
                 Ok(_) => samples.push(name),
                 Err(e) => copy_problems.push(format!("cannot keep lm-eval's samples of `{task}`: {e}")),
             }
@@ -338,7 +332,8 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
     data["samples"] = json!(samples);
     let _ = std::fs::remove_dir_all(&work);
     let scored = match data["results"].as_str() {
-        Some(f) => read_bounded(&dir.join(f))
+        Some(f) => read_bounded(dir, f)
+            .map_err(|e| format!("{f}: {e}"))
             .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| format!("{f}: not JSON: {e}")))
             .map_err(|e| vec![e])
             .and_then(|v| scores(&v, lm)),

@@ -25,7 +25,8 @@ pub fn quality_problems(set: &QualitySet) -> Result<(Vec<words::Problem>, Value)
             Ok((problems, json!({"id": format!("arith-v{version}"), "seed": seed, "count": count})))
         }
         QualitySet::Jsonl { path } => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("`{}`: {e}", path.display()))?;
+            let text = crate::util::bounded::read_named_text(path, crate::util::bounded::RECORD_CAP)
+                .map_err(|e| format!("`{}`: {e}", path.display()))?;
             let problems = words::read_gsm8k(&text).map_err(|e| format!("`{}`: {}", path.display(), e.join("; ")))?;
             let sha = crate::util::sha256_hex(text.as_bytes());
             Ok((problems, json!({"id": path.file_name().map(|n| n.to_string_lossy().into_owned()), "sha256": sha})))

@@ -17,7 +17,8 @@ pub(super) fn resource_drift(
     sentry_findings: &[gauntlet_schema::Finding],
     stop: Option<&str>,
 ) -> Outcome {
-    let text = std::fs::read_to_string(dir.join(MONITOR_FILE)).unwrap_or_default();
+    let text =
+        crate::util::bounded::read_text(&dir.join(MONITOR_FILE), crate::util::bounded::RECORD_CAP).unwrap_or_default();
     let mut failures = Vec::new();
     let samples = match drift::read_samples(&text) {
         Ok(s) => s,

@@ -46,7 +46,7 @@ pub fn markdown(q: &Qualification) -> String {
             s.title,
             status,
             secs,
-            s.summary.replace('|', "\\|"),
+            crate::util::clean::line(&s.summary).replace('|', "\\|"),
             s.file
         );
     }
@@ -55,7 +55,7 @@ pub fn markdown(q: &Qualification) -> String {
         let _ = writeln!(md, "\n## Failures\n");
         for s in failing {
             for f in s.failures.iter().take(20) {
-                let _ = writeln!(md, "- **{}** {}", s.id, f.replace('\n', " "));
+                let _ = writeln!(md, "- **{}** {}", s.id, crate::util::clean::line(&f.replace('\n', " ")));
             }
             if s.failures.len() > 20 {
                 let _ = writeln!(md, "- **{}** … and {} more (see `{}`)", s.id, s.failures.len() - 20, s.file);

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::manifest::{LmEval, QualifySettings, QualitySet};
 use crate::run::{BenchRecord, Level, Workload};
-use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError};
+use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError, plain_name};
 use gauntlet_schema::IdentityRecord;
 use gauntlet_schema::bench::Call;
 use gauntlet_schema::determinism::{
@@ -33,11 +33,6 @@ pub(crate) const QUALITY_SET_FILE: &str = "quality-set.jsonl";
 const MAX_MONITOR_WINDOW: usize = 10_000;
 const MAX_QUALITY_COUNT: usize = 100_000;
 const MAX_RESAMPLES: usize = 1_000_000;
-
-/// Whether `name` is a plain file name of the bundle's folder: a path, `.` or `..` would be read outside it.
-fn plain_name(name: &str) -> bool {
-    !(name.is_empty() || name.contains(['/', '\\', '\0']) || name == "." || name == "..")
-}
 
 /// Every problem with the finished bundle in `dir`; empty = valid.
 pub fn verify_bundle(dir: &Path) -> Vec<String> {
@@ -258,10 +253,14 @@ fn r2_lm_eval(dir: &Path, file: &Value, lm: &LmEval, floor: f64, problems: &mut 
             return None;
         }
         Some(name) => {
-            let results = match r2_lm_eval::read_bounded(&dir.join(name)) {
+            let results = match r2_lm_eval::read_bounded(dir, name) {
                 Ok(t) => t,
-                Err(_) => {
+                Err(ReadError::NotFound) => {
                     problems.push(format!("missing evidence: {name}"));
+                    return None;
+                }
+                Err(e) => {
+                    problems.push(format!("{name}: unreadable: {e}"));
                     return None;
                 }
             };
@@ -278,9 +277,17 @@ fn r2_lm_eval(dir: &Path, file: &Value, lm: &LmEval, floor: f64, problems: &mut 
             problems.push(format!("r2-quality.json: its scores are not those of {}", r2_lm_eval::RESULTS_FILE));
         }
         for s in scores {
-            let name = r2_lm_eval::samples_file(&s.task);
-            let again =
-                r2_lm_eval::read_bounded(&dir.join(&name)).and_then(|t| r2_lm_eval::score_from_samples(&t, &s.metric));
+            let Some(name) = r2_lm_eval::samples_file(&s.task) else {
+                problems.push(format!(
+                    "{SNAPSHOT_FILE}: `{}` is not an lm-eval task name (refused: it would name a file outside the \
+                     bundle)",
+                    s.task.escape_debug()
+                ));
+                continue;
+            };
+            let again = r2_lm_eval::read_bounded(dir, &name)
+                .map_err(|e| e.to_string())
+                .and_then(|t| r2_lm_eval::score_from_samples(&t, &s.metric));
             match again {
                 Err(e) => problems.push(format!("{name}: cannot score the samples again: {e}")),
                 Ok((v, _)) if (v - s.value).abs() > 1e-9 => {
@@ -488,15 +495,7 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
             Ok(_) => {}
         }
     }
-    // Evidence is regular files: a symlink, FIFO or device among them is refused, never followed.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| !t.is_file() && !t.is_dir()) {
-                let name = e.file_name().to_string_lossy().into_owned();
-                problems.push(format!("`{}` is not a regular file (refused)", name.escape_debug()));
-            }
-        }
-    }
+    problems.extend(not_regular(dir));
     match inventory(dir) {
         Ok(present) => {
             for p in present {
@@ -508,6 +507,22 @@ fn r7(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
         Err(e) => problems.push(format!("cannot list the bundle: {e}")),
     }
     None
+}
+
+/// Evidence is regular files: a symlink (one planted as `server.log`), a FIFO or a device in the bundle is a
+/// problem, never followed. R7 and `verify` both judge it, so R7 cannot pass a bundle `verify` calls invalid.
+pub(super) fn not_regular(dir: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| !t.is_file() && !t.is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                problems.push(format!("`{}` is not a regular file (refused)", name.escape_debug()));
+            }
+        }
+    }
+    problems.sort();
+    problems
 }
 
 /// Every evidence file of the bundle with its sha256 and size, sorted by name.

@@ -31,7 +31,7 @@ fn data(s: &str) -> String {
             '%' => out.push_str("%25"),
             '\r' => out.push_str("%0D"),
             '\n' => out.push_str("%0A"),
-            c if c.is_control() => out.push_str(&format!("%{:02X}", c as u32)),
+            c if c.is_control() || crate::util::clean::is_hostile(c) => out.push_str(&format!("%{:02X}", c as u32)),
             c => out.push(c),
         }
     }

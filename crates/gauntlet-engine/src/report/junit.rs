@@ -87,7 +87,7 @@ pub(crate) fn esc(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
             '\t' | '\n' | '\r' => out.push(ch),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
+            c if crate::util::clean::is_hostile(c) || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

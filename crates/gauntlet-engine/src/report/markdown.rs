@@ -104,8 +104,10 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     }
     if !run.server.log_tail.is_empty() {
         s.push_str("\n## Server log (last lines)\n\n```text\n");
+        // Inside a code block a line still reaches a terminal or a CI log that shows the file: cleaned by the one
+        // rule (controls and bidi overrides escaped, a line-leading `::` defused).
         for line in &run.server.log_tail {
-            s.push_str(&line.replace("```", "'''"));
+            s.push_str(&crate::util::clean::line(line).replace("```", "'''"));
             s.push('\n');
         }
         s.push_str("```\n");
@@ -260,7 +262,7 @@ pub(crate) fn text(s: &str) -> String {
                 out.push('\\');
                 out.push(ch);
             }
-            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.push(' '),
+            c if c == '\t' || crate::util::clean::is_hostile(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -270,10 +272,8 @@ pub(crate) fn text(s: &str) -> String {
 /// Untrusted text as a code span: one line, without backticks of its own (which would close the span) and with
 /// `|` escaped (GitHub splits table cells on it even inside code).
 pub(crate) fn code(s: &str) -> String {
-    let inner: String = s
-        .chars()
-        .map(|c| if c.is_control() || c == '`' || c == '\u{2028}' || c == '\u{2029}' { ' ' } else { c })
-        .collect();
+    let inner: String =
+        s.chars().map(|c| if c == '\t' || c == '`' || crate::util::clean::is_hostile(c) { ' ' } else { c }).collect();
     format!("`{}`", inner.replace('|', "\\|"))
 }
 

@@ -196,7 +196,8 @@ pub fn csv(r: &BenchRecord) -> String {
 }
 
 fn csv_cell(text: &str) -> String {
-    let mut cell: String = text.chars().map(|ch| if ch.is_control() { '\u{fffd}' } else { ch }).collect();
+    let mut cell: String =
+        text.chars().map(|ch| if ch == '\t' || crate::util::clean::is_hostile(ch) { '\u{fffd}' } else { ch }).collect();
     // A negative number stays a number; any other text a spreadsheet would evaluate is defused.
     let is_number = cell.parse::<f64>().is_ok();
     if !is_number && cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {

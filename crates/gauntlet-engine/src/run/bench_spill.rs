@@ -10,9 +10,8 @@
 //! The file is read back as untrusted input (it is a file on disk that anything could have changed): a regular
 //! file only, a cap on the bytes read and on each line, lines that do not parse or are out of place skipped.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use gauntlet_schema::bench::{Batch, BenchRecord, RequestRecord, Spill as SpillRecord};
@@ -85,11 +84,7 @@ impl Spill {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)?;
+        let file = crate::util::bounded::create_new(&path)?;
         Ok(Spill {
             out: Some(BufWriter::new(file)),
             cap,
@@ -256,12 +251,7 @@ pub(crate) fn write_record(record: &BenchRecord, spilled: &SpillRecord, dir: &Pa
     // An interrupt waits for this write to end (renamed or removed): no temporary file is left behind.
     let _writing = crate::util::writing();
     let result = (|| {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
+        let file = crate::util::bounded::create(&tmp)?;
         let mut out = BufWriter::new(file);
         let mut lines = Lines { reader: Reader::open(dir, spilled).ok(), back: None };
         let order: Vec<usize> = record.levels.iter().map(|l| l.concurrency).collect();
@@ -322,9 +312,7 @@ pub(crate) fn write_record(record: &BenchRecord, spilled: &SpillRecord, dir: &Pa
         let file = out.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        crate::util::bounded::sync_dir(dir);
         Ok(())
     })();
     if result.is_err() {

@@ -252,7 +252,7 @@ impl Probe for DirProbe {
         out.sort_by_key(|h| h.pid);
         if !out.is_empty() {
             use std::io::Write as _;
-            let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("probes.log"));
+            let log = crate::util::bounded::append(&self.dir.join("probes.log"));
             let _ = log.and_then(|mut f| writeln!(f, "busy {}", out.len()));
         }
         Ok(out)
@@ -264,7 +264,8 @@ impl Probe for DirProbe {
         }
         let own = self.device_dir(device).join("identity.json");
         let path = if own.is_file() { own } else { self.dir.join("identity.json") };
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = crate::util::bounded::read_text(&path, crate::util::bounded::SMALL_CAP)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 }

@@ -3,8 +3,11 @@
 //! only waits are non-blocking reaps of children that are already dead.
 
 use std::io::Read as _;
-use std::process::{Child, Command};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::Once;
+
+pub(crate) use crate::util::children::expect_forever;
+use crate::util::children::expected_lock;
+pub use crate::util::children::{ExpectedChild, spawn_expected};
 
 /// The environment variable that marks every process of one supervised group, descendants included: a process
 /// that leaves the group (setsid, setpgid, a double fork) keeps its environment, so it can still be found. Its
@@ -126,40 +129,6 @@ fn carries(pid: i32, needle: &[u8]) -> bool {
         return false;
     }
     env.split(|b| *b == 0).any(|entry| entry == needle)
-}
-
-/// The children gauntlet starts itself and waits for (helper commands such as git while they run, the watchdog):
-/// every other child of gauntlet is a process some spawn left behind, re-parented to gauntlet as child subreaper
-/// ([`adopted`]).
-static EXPECTED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-
-fn expected_lock() -> MutexGuard<'static, Vec<i32>> {
-    EXPECTED.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A child gauntlet expects while this lives (see [`spawn_expected`]).
-#[derive(Debug)]
-pub struct ExpectedChild(i32);
-
-impl Drop for ExpectedChild {
-    fn drop(&mut self) {
-        expected_lock().retain(|p| *p != self.0);
-    }
-}
-
-/// Spawns `cmd` as a child gauntlet expects (and will wait for itself): until the guard is dropped, the sweep of
-/// [`adopted`] never counts it. Registered under the same lock the sweep takes, so no sweep sees it unregistered.
-pub fn spawn_expected(cmd: &mut Command) -> std::io::Result<(Child, ExpectedChild)> {
-    let mut expected = expected_lock();
-    let child = cmd.spawn()?;
-    let pid = child.id() as i32;
-    expected.push(pid);
-    Ok((child, ExpectedChild(pid)))
-}
-
-/// Marks `pid` as expected for the rest of the process (the watchdog).
-pub(crate) fn expect_forever(pid: i32) {
-    expected_lock().push(pid);
 }
 
 /// The processes a spawn left behind that gauntlet, as child subreaper, inherited: every live child of gauntlet

@@ -13,7 +13,7 @@
 //! lives as long as it does (the session's own thread).
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+
 use std::net::TcpListener;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -135,7 +135,8 @@ pub fn check_port_free(host: &str, port: u16) -> Result<(), SpawnError> {
 impl ServerProcess {
     pub fn spawn(spec: &SpawnSpec, log_path: &Path) -> Result<ServerProcess, SpawnError> {
         check_port_free(&spec.host, spec.port)?;
-        let log = File::create(log_path).map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
+        let log = crate::util::bounded::create(log_path)
+            .map_err(|source| SpawnError::Log { path: log_path.into(), source })?;
         ServerProcess::spawn_group(&spec.command(), &spec.full_environment(), None, log, log_path)
     }
 
@@ -467,16 +468,9 @@ fn wait_seconds(pid: i32) -> f64 {
 }
 
 pub fn log_tail(path: &Path, n: usize) -> Vec<String> {
-    let Ok(mut f) = File::open(path) else {
+    let Ok(buf) = crate::util::bounded::read_tail(path, 64 * 1024) else {
         return Vec::new();
     };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(64 * 1024);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return Vec::new();
-    }
-    let mut buf = Vec::new();
-    let _ = f.take(64 * 1024).read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
     let skip = lines.len().saturating_sub(n);

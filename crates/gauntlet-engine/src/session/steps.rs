@@ -128,13 +128,7 @@ pub(crate) fn server_on_gpu(profile: &Profile, probe: &dyn gpu::Probe, server_pi
 
 /// The last `limit` bytes of a file, lossily decoded (a server log can be large and is never trusted).
 fn read_tail(path: &Path, limit: u64) -> String {
-    use std::io::{Read as _, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(limit)));
-    let mut buf = Vec::new();
-    let _ = f.take(limit).read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
+    crate::util::bounded::read_tail(path, limit).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
 }
 
 /// A server that became ready: the load seconds (None when attached), the probe that answered first, and the

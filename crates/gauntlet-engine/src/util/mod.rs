@@ -1,6 +1,8 @@
 //! Small shared pieces: atomic file writes, digests, machine facts. (Clock readings live in `gauntlet-stamp`.)
 
 pub mod bounded;
+pub mod children;
+pub mod clean;
 pub mod raw;
 pub mod redact;
 pub mod suggest;
@@ -80,13 +82,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A stale temporary file of an earlier process with this pid goes; the new one is created exclusively,
+        // so a symlink planted under its name is never followed.
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = bounded::create_new(&tmp)?;
         f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
+        bounded::sync_dir(dir);
         Ok(())
     })();
     if result.is_err() {
@@ -104,11 +107,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The sha256 of a file the manifest named (a model, a binary, a task file): by the one file rule, a symlink
+/// followed but a regular file at the end of it (never a FIFO or a device), streamed.
 pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h)?;
-    Ok(hex(&h.finalize()))
+    bounded::sha256_named(path, bounded::MODEL_CAP).map(|(sha, _)| sha).map_err(|e| match e {
+        bounded::ReadError::Io(e) => e,
+        bounded::ReadError::NotFound => std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
+        other => std::io::Error::other(format!("`{}` {other}", path.display())),
+    })
 }
 
 /// sha256 of a file, remembered under `home/digests/` by (path, device, inode, size, mtime): an unchanged file is
@@ -167,7 +173,7 @@ pub fn sha256_file_memo(path: &Path, home: &Path) -> std::io::Result<String> {
         .as_bytes(),
     );
     let memo = home.join("digests").join(&key);
-    if let Ok(text) = std::fs::read_to_string(&memo) {
+    if let Ok(text) = bounded::read_text(&memo, bounded::SMALL_CAP) {
         let text = text.trim();
         if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(text.to_owned());
@@ -213,7 +219,7 @@ pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2
 fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, String), String> {
     use std::io::Read as _;
     use std::process::{Command, Stdio};
-    let (mut child, _expected) = crate::server::spawn_expected(
+    let (mut child, _expected) = children::spawn_expected(
         Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()),
     )
     .map_err(|e| format!("`{program}`: {e}"))?;
@@ -254,7 +260,7 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
     use std::os::unix::process::CommandExt as _;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
-    let (mut child, _expected) = crate::server::spawn_expected(
+    let (mut child, _expected) = children::spawn_expected(
         Command::new(program)
             .args(args)
             .stdin(Stdio::null())

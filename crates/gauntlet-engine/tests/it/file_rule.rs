@@ -27,8 +27,22 @@ const ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("gauntlet-engine/src/layers.rs", "read_dir(", 2, "test-only: lists the engine's own sources"),
     ("gauntlet-engine/src/doctor.rs", "fs::read_to_string(", 1, "/proc/cpuinfo: a kernel file"),
     ("gauntlet-engine/src/session/identity.rs", "fs::read_to_string(", 1, "/proc/cpuinfo: a kernel file"),
-    ("gauntlet-engine/src/server/group.rs", "fs::read_to_string(", 1, "/proc/PID/stat: a kernel file"),
-    ("gauntlet-engine/src/server/group.rs", "File::open(", 1, "/proc/PID/environ, read bounded: a kernel file"),
+    ("gauntlet-engine/src/server/group.rs", "fs::read_to_string(", 2, "/proc/PID/stat and comm: kernel files"),
+    (
+        "gauntlet-engine/src/server/group.rs",
+        "File::open(",
+        2,
+        "/proc/PID/environ and cmdline, read bounded: kernel files",
+    ),
+    ("gauntlet-engine/src/server/cgroup.rs", "fs::read_to_string(", 2, "/proc/self/cgroup and mountinfo: kernel files"),
+    ("gauntlet-engine/src/server/cgroup.rs", "fs::write(", 2, "cgroup.kill and pids.max: cgroup control files"),
+    (
+        "gauntlet-engine/src/server/process.rs",
+        "fs::read_to_string(",
+        3,
+        "/proc/PID/stat and task schedstat: kernel files",
+    ),
+    ("gauntlet-engine/src/server/process.rs", "read_dir(", 1, "lists /proc/PID/task"),
     ("gauntlet-engine/src/server/group.rs", "read_dir(", 1, "lists /proc"),
     ("gauntlet-engine/src/session/port_owner.rs", "fs::read_to_string(", 1, "/proc/net/tcp*: kernel files"),
     ("gauntlet-engine/src/session/port_owner.rs", "read_dir(", 2, "lists /proc and /proc/PID/fd"),
@@ -49,7 +63,12 @@ const ALLOWED: &[(&str, &str, usize, &str)] = &[
         1,
         "the store's lock: O_NOFOLLOW|O_NONBLOCK, regular file checked",
     ),
-    ("gauntlet-engine/src/store/store.rs", "read_dir(", 2, "lists history/ and records/; files read bounded"),
+    (
+        "gauntlet-engine/src/store/store.rs",
+        "read_dir(",
+        3,
+        "lists history/ and records/ (identities, temporaries, verify); files read bounded",
+    ),
     ("gauntlet-engine/src/qualify/verify.rs", "read_dir(", 2, "lists the bundle; files read bounded"),
     ("gauntlet-engine/src/qualify/r2_lm_eval.rs", "read_dir(", 3, "lists lm-eval's output and the task folder"),
     ("gauntlet-engine/src/report/merge.rs", "read_dir(", 1, "lists shard folders; files read bounded"),
@@ -57,6 +76,8 @@ const ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("gauntlet-engine/src/util/mod.rs", "fs::read_to_string(", 2, "/proc/sys/kernel/hostname, /proc/cpuinfo"),
     ("gauntlet-engine/src/util/mod.rs", "read_dir(", 1, "lists a model folder; files hashed bounded"),
     ("gauntlet/src/commands/init.rs", "OpenOptions::new()", 1, "`init` writes a new manifest: create_new"),
+    ("gauntlet/src/book.rs", "fs::read_to_string(", 3, "test-only: reads the book's pages and the schema"),
+    ("gauntlet/src/book.rs", "fs::write(", 1, "test-only: GAUNTLET_BLESS writes the generated pages"),
 ];
 
 fn crates_dir() -> PathBuf {

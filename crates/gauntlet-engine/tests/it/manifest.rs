@@ -297,7 +297,8 @@ server_arguments = ["--dtype", "half"]
     let Target::Spawn(s) = &p.target else { panic!("spawns") };
     assert_eq!(
         s.command()[1..].join(" "),
-        "serve org/model --host 127.0.0.1 --port 8000 --max-num-seqs 4 --max-model-len 8192 --revision \
+        "-m vllm.entrypoints.openai.api_server --model org/model --host 127.0.0.1 --port 8000 --max-num-seqs 4 \
+         --max-model-len 8192 --revision \
          0123456789abcdef --dtype half"
     );
     assert_eq!(p.request_model, "org/model");

@@ -14,7 +14,13 @@ use crate::cli::BaselineCommand;
 use crate::exit::{Exit, Failure};
 
 pub(crate) fn trust(explicit: bool) -> Trust {
-    decide_trust(explicit, &|k| std::env::var(k).ok(), &|p| std::fs::read_to_string(p).ok())
+    decide_trust(explicit, &|k| std::env::var(k).ok(), &|p| {
+        gauntlet_engine::util::bounded::read_named_text(
+            std::path::Path::new(p),
+            gauntlet_engine::util::bounded::RECORD_CAP,
+        )
+        .ok()
+    })
 }
 
 /// One line: when, by whom, from which commit, and the note.

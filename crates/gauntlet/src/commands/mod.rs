@@ -26,6 +26,7 @@ use gauntlet_engine::manifest::{Manifest, Profile, Target};
 use gauntlet_engine::run::GateError;
 use gauntlet_engine::server::SpawnError;
 use gauntlet_engine::store::StoreError;
+use gauntlet_engine::util::bounded;
 use gauntlet_schema::RunRecord;
 
 use crate::exit::{Exit, Failure};
@@ -78,7 +79,7 @@ pub(crate) fn default_out_dir(name: &str) -> PathBuf {
 /// Appends to `$GITHUB_STEP_SUMMARY` when it is set; a failure only warns (the result is already out).
 pub(crate) fn append_step_summary(text: &[u8]) {
     if let Some(summary) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|s| !s.is_empty()) {
-        let appended = std::fs::OpenOptions::new().create(true).append(true).open(&summary).and_then(|mut f| {
+        let appended = gauntlet_engine::util::bounded::append(Path::new(&summary)).and_then(|mut f| {
             f.write_all(text)?;
             f.write_all(b"\n")
         });
@@ -93,7 +94,7 @@ pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
     if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
         crate::terminal::workflow_commands(&gauntlet_engine::report::github_annotations(record));
     }
-    if let Ok(report) = std::fs::read(out_dir.join("report.md")) {
+    if let Ok(report) = bounded::read_bytes(&out_dir.join("report.md"), bounded::RECORD_CAP) {
         append_step_summary(&report);
     }
 }

@@ -6,6 +6,9 @@ use crate::cli::{PlanArgs, PlanFormat};
 use crate::exit::{Exit, Failure};
 use crate::terminal::{errln, outln};
 
+/// `--changed-files`: a list of paths, one a line; a larger file is refused, never read whole.
+const CHANGED_FILES_CAP: u64 = 64 << 20;
+
 pub(crate) fn plan(args: PlanArgs) -> Outcome {
     let manifest = load_manifest(args.manifest.as_deref())?;
     let all: Vec<String> = manifest.profiles.keys().cloned().collect();
@@ -31,13 +34,18 @@ pub(crate) fn plan(args: PlanArgs) -> Outcome {
         w
     } else {
         let changed: Vec<String> = match (&args.changed_files, &args.since) {
-            (Some(file), None) => std::fs::read_to_string(file)
-                .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", file.display())))?
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            // A list from process substitution (`<(git diff --name-only …)`) is a pipe: read with a deadline.
+            (Some(file), None) => gauntlet_engine::util::bounded::read_text_or_pipe(
+                file,
+                CHANGED_FILES_CAP,
+                gauntlet_engine::util::bounded::PIPE_DEADLINE,
+            )
+            .map_err(|e| Failure::bad_input(format!("cannot read `{}`: {e}", file.display())))?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
             (None, Some(rev)) => gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref())
                 .map_err(Failure::bad_input)?,
             _ => {

@@ -31,7 +31,8 @@ pub(crate) fn report(args: ReportArgs) -> Outcome {
 }
 
 fn read_run(path: &Path) -> Result<RunRecord, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+    let text = gauntlet_engine::util::bounded::read_named_text(path, gauntlet_engine::util::bounded::RECORD_CAP)
+        .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
     parse_run_record(&text).map_err(|e| format!("`{}`: {e}", path.display()))
 }
 

@@ -8,6 +8,7 @@ use std::path::Path;
 use gauntlet_engine::run::{GateOptions, run_gate, write_baseline, write_outputs};
 use gauntlet_engine::store::skip_cache::{self, CacheKey};
 use gauntlet_engine::store::{Store, Trust, default_store_dir};
+use gauntlet_engine::util::bounded;
 use gauntlet_schema::{RunRecord, Verdict, parse_run_record};
 
 use super::{
@@ -114,7 +115,7 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         );
     }
     if let Some(key) = &cache_key {
-        let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap_or_default();
+        let report = bounded::read_text(&out_dir.join("report.md"), bounded::RECORD_CAP).unwrap_or_default();
         if let Err(e) = skip_cache::remember(&cache_dir, key, &record, &report) {
             errln!("gauntlet: warning: skip-cache not written: {e}");
         }
@@ -145,7 +146,8 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
 /// A skip-cache hit's remembered run.json and report.md, and `reused.json` saying where they come from.
 fn write_reused(out: &Path, hit: &skip_cache::Hit) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
-    gauntlet_engine::util::write_atomic(&out.join("run.json"), &std::fs::read(hit.dir.join("run.json"))?)?;
+    let run = bounded::read_bytes(&hit.dir.join("run.json"), bounded::RECORD_CAP).map_err(std::io::Error::other)?;
+    gauntlet_engine::util::write_atomic(&out.join("run.json"), &run)?;
     gauntlet_engine::util::write_atomic(&out.join("report.md"), hit.report.as_bytes())?;
     let reused = gauntlet_schema::store::Reused {
         reused_from: hit.dir.display().to_string(),

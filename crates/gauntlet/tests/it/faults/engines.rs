@@ -258,8 +258,13 @@ fn init_spawn_writes_a_manifest_that_starts_the_kind() {
     let check = gauntlet(&["check", "--manifest", out.to_str().unwrap()], &[("PATH", &path)], Duration::from_secs(30));
     let said = String::from_utf8_lossy(&check.stdout);
     assert_eq!(check.status.code(), Some(0), "{said}");
+    // The kind's bare program is resolved once, on the server's PATH: `check` shows the one that runs (#32 D15).
     assert!(
-        said.contains(&format!("spawns llama-server -m {} --host 127.0.0.1 --port 18490", model.display())),
+        said.contains(&format!(
+            "spawns {} -m {} --host 127.0.0.1 --port 18490",
+            bin.join("llama-server").display(),
+            model.display()
+        )),
         "{said}"
     );
     let bad = f.path().join("bad.toml");
