@@ -13,13 +13,21 @@ PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log
 case $1 in
 start)
   rm -rf "$F"; mkdir -p "$F/bin" "$F/new" "$F/logs" "$F/corpus"
-  cp "${FUZZ_BIN:-.gpu-f}"/{sse_stream,chat_completion,manifest,kernel_log,records,store,bundle_verify,report_run,metrics_values,lm_eval,save_result} "$F/bin/"; chmod +x "$F"/bin/*
+  # Each target of the plan from $FUZZ_BIN, as it is or xz-compressed (NAME.xz, unpacked by python's lzma).
+  for p in $PLAN; do
+    t=${p%%:*}; src=${FUZZ_BIN:-.gpu-f}/$t
+    if [ -f "$src.xz" ]; then
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+        "$src.xz" "$F/bin/$t"
+    else cp "$src" "$F/bin/$t"; fi
+  done
+  chmod +x "$F"/bin/*
   cp -r fuzz/corpus/. "$F/corpus/"
   nproc; grep -m1 "model name" /proc/cpuinfo
   launch() {
     for i in $(seq 1 "$2"); do
       mkdir -p "$F/new/$1-$i"
-      setsid nohup "$F/bin/$1" -max_total_time=$T -seed=$((1000 + i)) -rss_limit_mb=2048 -timeout=10 \
+      setsid nohup "$F/bin/$1" -max_total_time="$T" -seed=$((1000 + i)) -rss_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 -artifact_prefix="$F/crash-$1-$i-" "$F/new/$1-$i" "$F/corpus/$1" \
         >"$F/logs/$1-$i.log" 2>&1 </dev/null &
     done
@@ -32,7 +40,8 @@ start)
 collect)
   for _ in $(seq 1 "${2:-540}"); do pgrep -f "$F/bin/" >/dev/null || break; sleep 1; done
   pkill -INT -f "$F/bin/"; sleep 3
-  for t in sse_stream chat_completion manifest kernel_log records store bundle_verify report_run metrics_values; do
+  for t in sse_stream chat_completion manifest kernel_log records store bundle_verify report_run metrics_values lm_eval \
+    save_result; do
     total=0; n=0
     for l in "$F"/logs/"$t"-*.log; do
       [ -e "$l" ] || continue
