@@ -88,8 +88,10 @@ fn lm_eval_name_ok(name: &str, comma: bool) -> bool {
 
 /// A task name of `quality.lm_eval.tasks`, from the manifest or from a bundle's snapshot: letters, digits, `_ - .`
 /// and no `..` (it names the bundle's samples file, which must stay one file name inside the bundle).
+/// A task name R2 passes to lm-eval and names a samples file after (`r2-lm-eval-samples-{task}.jsonl`): no `..`,
+/// and no final `.`, which would put `..` into that file's name (the fuzzer's task `.`).
 pub fn lm_eval_task_ok(name: &str) -> bool {
-    lm_eval_name_ok(name, false) && !name.contains("..")
+    lm_eval_name_ok(name, false) && !name.contains("..") && !name.ends_with('.')
 }
 
 fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
@@ -497,4 +499,17 @@ pub fn read_corpus(text: &str) -> Result<Vec<String>, Vec<String>> {
         errors.push("no prompt in the corpus".into());
     }
     if errors.is_empty() { Ok(prompts) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod task_name_tests {
+    use super::lm_eval_task_ok;
+
+    #[test]
+    fn a_task_name_never_puts_dot_dot_into_its_samples_file() {
+        assert!(lm_eval_task_ok("gsm8k") && lm_eval_task_ok("mmlu.high_school"));
+        for bad in [".", "gsm8k.", "a..b", "../x", "a/b"] {
+            assert!(!lm_eval_task_ok(bad), "`{bad}` accepted");
+        }
+    }
 }
