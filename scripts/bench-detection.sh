@@ -22,8 +22,8 @@
 #   GAUNTLET_DETECT_BIN_DIR=DIR  (prebuilt gauntlet and gauntlet-fake-server: no cargo build)
 #   GAUNTLET_DETECT_SERVER=PATH  (a llama-server binary; default the embedded default's xllamacpp launcher)
 #   GAUNTLET_DETECT_SERVER_ARGS="-ngl 99"  (more arguments for the server, e.g. to put it on a GPU)
-#   GAUNTLET_DETECT_HOLD_MS=N  (both proxies also hold every other streamed answer N ms: a buffering hop that makes
-#                               the first request of a pair slower, which the crossover analysis must cancel)
+#   GAUNTLET_DETECT_HOLD_MS=N  (each member's proxy also holds every other streamed answer of its own N ms; not one
+#                               hop shared by both members, so it is not a first-of-pair effect the crossover cancels)
 #   GAUNTLET_DETECT_MODEL=PATH  GAUNTLET_DETECT_CSV=PATH  (default target/detection.csv)
 # The server gets one thread per CPU this script may run on (`nproc`), so `taskset -c 0,1 scripts/…` is a 2-core
 # machine inside a larger one: several such runs side by side are independent trials.
