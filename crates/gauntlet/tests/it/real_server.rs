@@ -270,7 +270,12 @@ fn doctor_finds_the_installed_default_ready() {
         let v: Value = serde_json::from_str(&stdout).unwrap();
         let checks = v["checks"].as_array().unwrap();
         let subjects: Vec<&str> = checks.iter().filter_map(|c| c["subject"].as_str()).collect();
-        assert_eq!(subjects, ["kernel log", "device", "server binary", "model", "port", "store"], "{stdout}");
+        // `supervision`: whether each spawn gets a cgroup of its own here (#32 D5).
+        assert_eq!(
+            subjects,
+            ["kernel log", "device", "server binary", "model", "port", "supervision", "store"],
+            "{stdout}"
+        );
         assert!(checks.iter().all(|c| c["status"] == "ok"), "{profile}: {stdout}");
         assert!(checks[0]["detail"].as_str().unwrap().starts_with("/dev/kmsg readable"), "{stdout}");
         assert!(checks[3]["detail"].as_str().unwrap().contains("sha256 b179c9523d0e6a0f… matches the manifest"));
