@@ -15,7 +15,7 @@ fn server_provenance(s: &crate::manifest::SpawnSpec, data: &mut Value, failures:
         Ok(sha) => data["server_binary_sha256"] = json!(sha),
         Err(e) => failures.push(format!("server binary `{}`: {e}", s.binary.display())),
     }
-    data["server_version"] = version_output(&s.binary);
+    data["server_version"] = version_output(&s.binary, &s.full_environment());
     data["command"] = json!(s.command());
 }
 
@@ -105,8 +105,10 @@ pub(super) fn provenance(profile: &Profile, opts: &QualifyOptions) -> (Vec<Strin
     (failures, data)
 }
 
-fn version_output(binary: &Path) -> Value {
-    match crate::util::run_bounded_merged(&binary.to_string_lossy(), &["--version"]) {
+/// `BINARY --version`, bounded in time and output, in the environment the server is started with.
+fn version_output(binary: &Path, environment: &std::collections::BTreeMap<String, String>) -> Value {
+    let environment = crate::server::server_environment(environment);
+    match crate::util::run_bounded_merged(&binary.to_string_lossy(), &["--version"], &environment) {
         Ok((code, text)) => json!({"exit_code": code, "output": text.chars().take(2000).collect::<String>()}),
         Err(e) => json!({"error": e}),
     }

@@ -9,6 +9,7 @@ pub use cgroup::availability as cgroup_availability;
 pub use group::{ExpectedChild, group_members, spawn_expected};
 pub use process::{
     Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
+    server_environment,
 };
 pub use signals::install as install_signal_forwarding;
 pub use signals::{finish_on_interrupt, interrupted, unless_interrupted};

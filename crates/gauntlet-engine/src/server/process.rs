@@ -46,6 +46,18 @@ const ENV_ALLOW: &[&str] = &[
     "ROCR_VISIBLE_DEVICES",
 ];
 
+/// The environment a server program gets (the spawn adds its marker): the allow-listed variables of gauntlet's
+/// own, then `environment` (the profile's, the kind's, the device's) on top. R0's `--version` probe of the program
+/// gets the same, so that it reports the program as the server runs it.
+pub fn server_environment(
+    environment: &std::collections::BTreeMap<String, String>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        ENV_ALLOW.iter().filter_map(|key| std::env::var_os(key).map(|v| (std::ffi::OsString::from(key), v))).collect();
+    env.extend(environment.iter().map(|(k, v)| (k.into(), v.into())));
+    env.into_iter().collect()
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
     #[error("port {port} on {host} is already in use; stop what holds it or choose another port")]
@@ -163,12 +175,7 @@ impl ServerProcess {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
-        for key in ENV_ALLOW {
-            if let Some(v) = std::env::var_os(key) {
-                cmd.env(key, v);
-            }
-        }
-        cmd.envs(environment);
+        cmd.envs(server_environment(environment));
         let marker = group::new_marker();
         cmd.env(MARKER_VAR, &marker);
         group::become_subreaper();

@@ -215,60 +215,27 @@ pub fn environment() -> Environment {
 /// How long a helper command (git, `server --version`) may take.
 pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// Runs a helper command with a deadline (killed when it passes) and returns its exit code, stdout and stderr.
-fn run_helper(program: &str, args: &[&str]) -> Result<(Option<i32>, String, String), String> {
-    use std::io::Read as _;
-    use std::process::{Command, Stdio};
-    let (mut child, _expected) = children::spawn_expected(
-        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()),
-    )
-    .map_err(|e| format!("`{program}`: {e}"))?;
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.by_ref().take(1 << 20).read_to_end(&mut buf);
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = drain(child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
-    let err = drain(child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>));
-    let deadline = std::time::Instant::now() + HELPER_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs()));
-            }
-        }
-    };
-    Ok((status.code(), out.join().unwrap_or_default(), err.join().unwrap_or_default()))
+/// What a helper wrote before it exited: its exit code, stdout (at most the cap asked for, plus one byte to tell
+/// that it went over) and stderr (at most 64 KiB).
+struct HelperOutput {
+    code: Option<i32>,
+    out: Vec<u8>,
+    err: Vec<u8>,
 }
 
-/// Runs a helper (git) in its own process group under [`HELPER_TIMEOUT`] and returns its whole stdout, or why
-/// not: it could not start, it exited non-zero (its stderr), it ran past the deadline (its group is killed), it
-/// wrote more than `cap` bytes (never cut silently: a truncated list of paths is a wrong answer), or something it
-/// started kept its output open past the deadline.
-pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], cap: usize) -> Result<Vec<u8>, String> {
+/// Runs `cmd` (a helper: git, a server program's `--version`) as the leader of its own process group, under
+/// [`HELPER_TIMEOUT`] in all: past it the whole group is killed, whether the helper itself still runs or it exited
+/// but something it started still holds its output open (waiting for those pipes to close would last as long as
+/// that process does). Both pipes are read to their end, so the helper never blocks on a full one; what is past
+/// `cap` (stdout) or 64 KiB (stderr) is only counted.
+fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Result<HelperOutput, String> {
     use std::io::Read as _;
     use std::os::unix::process::CommandExt as _;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     use std::time::{Duration, Instant};
-    let (mut child, _expected) = children::spawn_expected(
-        Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0),
-    )
-    .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let (mut child, _expected) =
+        children::spawn_expected(&mut cmd).map_err(|e| format!("cannot run `{program}`: {e}"))?;
     let pgid = child.id() as i32;
     let kill_group = || {
         // SAFETY: killpg has no memory-safety preconditions; a vanished group only yields ESRCH.
@@ -296,7 +263,6 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
         });
     }
     let deadline = Instant::now() + HELPER_TIMEOUT;
-    let timed_out = || format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs());
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -304,7 +270,7 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
             _ => {
                 kill_group();
                 let _ = child.wait();
-                return Err(timed_out());
+                return Err(format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs()));
             }
         }
     };
@@ -320,27 +286,53 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
             }
         }
     }
-    let (out, err) = (out.unwrap_or_default(), err.unwrap_or_default());
-    if !status.success() {
-        return Err(format!("`{program}` exited with {:?}: {}", status.code(), String::from_utf8_lossy(&err).trim()));
+    Ok(HelperOutput { code: status.code(), out: out.unwrap_or_default(), err: err.unwrap_or_default() })
+}
+
+/// Runs a helper (git) in its own process group under [`HELPER_TIMEOUT`] and returns its whole stdout, or why
+/// not: it could not start, it exited non-zero (its stderr), it ran past the deadline (its group is killed), it
+/// wrote more than `cap` bytes (never cut silently: a truncated list of paths is a wrong answer), or something it
+/// started kept its output open past the deadline.
+pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], cap: usize) -> Result<Vec<u8>, String> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    let o = run_in_group(cmd, program, cap)?;
+    if o.code != Some(0) {
+        return Err(format!("`{program}` exited with {:?}: {}", o.code, String::from_utf8_lossy(&o.err).trim()));
     }
-    if out.len() > cap {
+    if o.out.len() > cap {
         return Err(format!("`{program}` wrote more than {cap} bytes"));
     }
-    Ok(out)
+    Ok(o.out)
 }
+
+/// How much of a helper's stdout [`run_bounded`] and [`run_bounded_merged`] keep (lossily decoded).
+const HELPER_TEXT_CAP: usize = 1 << 20;
 
 /// A helper's stdout, or why it failed (its stderr when it exited non-zero).
 pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, String> {
-    match run_helper(program, args)? {
-        (Some(0), out, _) => Ok(out),
-        (code, _, err) => Err(format!("`{program}` exited with {code:?}: {}", err.trim())),
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    let o = run_in_group(cmd, program, HELPER_TEXT_CAP)?;
+    match o.code {
+        Some(0) => Ok(String::from_utf8_lossy(&o.out[..o.out.len().min(HELPER_TEXT_CAP)]).into_owned()),
+        code => Err(format!("`{program}` exited with {code:?}: {}", String::from_utf8_lossy(&o.err).trim())),
     }
 }
 
-/// A helper's exit code with stdout and stderr together (version banners go to either).
-pub fn run_bounded_merged(program: &str, args: &[&str]) -> Result<(Option<i32>, String), String> {
-    run_helper(program, args).map(|(code, out, err)| (code, format!("{out}{err}")))
+/// A helper's exit code with stdout and stderr together (version banners go to either), run with exactly
+/// `environment` (nothing of gauntlet's own besides: a server program's `--version` gets the environment the
+/// server is started with, `server::server_environment`).
+pub fn run_bounded_merged(
+    program: &str,
+    args: &[&str],
+    environment: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<(Option<i32>, String), String> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).env_clear().envs(environment.iter().map(|(k, v)| (k, v)));
+    let o = run_in_group(cmd, program, HELPER_TEXT_CAP)?;
+    let out = String::from_utf8_lossy(&o.out[..o.out.len().min(HELPER_TEXT_CAP)]);
+    Ok((o.code, format!("{out}{}", String::from_utf8_lossy(&o.err))))
 }
 
 /// The runtime for measuring: worker threads (up to 4) so that streams are timestamped in parallel and one stream's

@@ -236,3 +236,84 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
+
+/// The fixture's manifest (qualifiable) with its server program replaced by a script: `--version` runs `version`
+/// (shell), anything else execs the fake server. Returns the manifest.
+fn with_version_script(f: &Fixture, version: &str) -> PathBuf {
+    let manifest = f.write_qualifiable();
+    let bin = f.path().join("bin/fake-server");
+    std::fs::remove_file(&bin).unwrap();
+    let fake = workspace_bin("gauntlet-fake-server");
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\nif [ \"$1\" = --version ]; then\n{version}\nfi\nexec {} \"$@\"\n", fake.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    manifest
+}
+
+/// Found re-running the #32 D15 reproduction: R0's `--version` probe of the server program waited for its output
+/// pipes to close, so a program that exits but leaves a child holding them (`sleep 300 &`) hung `qualify` for as
+/// long as that child lived. The probe is bounded: past the helper deadline its process group is killed, R0 says
+/// why in `server_version`, and the run goes on.
+#[test]
+fn r0_version_probe_ends_when_the_program_leaves_a_child_holding_its_output() {
+    let f = Fixture::new("qualify-version-child");
+    let pid_file = f.path().join("child.pid");
+    let manifest = with_version_script(
+        &f,
+        &format!("echo fake-server 1.0\nsleep 300 &\necho $! > {}\nexit 0", pid_file.display()),
+    );
+    let out = f.path().join("bundle");
+    let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+    let started = std::time::Instant::now();
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    let took = started.elapsed();
+    let child: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let alive = std::path::Path::new(&format!("/proc/{child}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default().contains(") Z ");
+    if alive {
+        // SAFETY: kill has no memory-safety preconditions; the pid is the test's own `sleep`.
+        unsafe { libc::kill(child, libc::SIGKILL) };
+    }
+    assert_no_survivors(&f.tag);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!alive, "the probe's child outlived qualify: {stderr}");
+    assert!(took < Duration::from_secs(60), "qualify took {took:?}: {stderr}");
+    let r0: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("r0-identity.json")).unwrap()).unwrap();
+    let why = r0["server_version"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("kept its output open"), "{}", r0["server_version"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("qualification.json")).unwrap()).unwrap();
+    assert_eq!(stage(&report, "R1")["status"], "pass", "{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+}
+
+/// Found re-running the #32 D15 reproduction: R0's `--version` probe ran the server program with gauntlet's whole
+/// environment, not the one the server is started with (the allow-list plus the profile's `environment`): the
+/// version it recorded could be another program's (another PATH or library path), and every ambient variable a
+/// program chose to print reached r0-identity.json. The probe now gets the server's environment.
+#[test]
+fn r0_version_probe_runs_with_the_servers_environment_not_gauntlets() {
+    let f = Fixture::new("qualify-version-env").profile("environment = { PROBE_VAR = \"from-profile\" }");
+    let manifest = with_version_script(
+        &f,
+        "echo \"fake-server 1.0 profile=${PROBE_VAR:-unset} ambient=${GAUNTLET_TEST_AMBIENT:-unset}\"\nexit 0",
+    );
+    let out = f.path().join("bundle");
+    let args = ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[("GAUNTLET_TEST_AMBIENT", "leaked")], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let r0: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("r0-identity.json")).unwrap()).unwrap();
+    assert_eq!(r0["server_version"]["exit_code"], 0, "{}: {stderr}", r0["server_version"]);
+    assert_eq!(
+        r0["server_version"]["output"].as_str().unwrap_or_default().trim(),
+        "fake-server 1.0 profile=from-profile ambient=unset",
+        "{stderr}"
+    );
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+}
