@@ -10,7 +10,8 @@ use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, RunRecord, S
 // Pure helpers shared with identity, reports and qualification: the schema crate's, re-exported so that callers
 // keep their path.
 pub use gauntlet_schema::diff::{
-    baseline_jitter, first_difference, identity_differences, judged_divergence, token_divergence,
+    Tokenization, baseline_jitter, engine, first_difference, identity_differences, judged_divergence, token_divergence,
+    tokens_comparable,
 };
 
 /// At most this many changed fields are named one by one; the rest are counted.
@@ -88,12 +89,46 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
-    // What an attached server says about itself, compared only when both runs asked (older records did not).
+    // What an attached server says about itself, compared only when both runs asked (older records did not). The
+    // engine it was taken for is named by its own finding below, only when both records name one.
     if let (Some(old), Some(new)) = (baseline.runtime.get("server"), run.runtime.get("server")) {
-        let changed = identity_differences(old, new);
+        let without_engine = |v: &serde_json::Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("engine");
+            }
+            v
+        };
+        let changed = identity_differences(&without_engine(old), &without_engine(new));
         let mut first = server_changed(&changed);
         first.append(&mut out);
         out = first;
+    }
+    // Another engine (llama.cpp on the baseline, vLLM now): named first; its text is compared token by token only
+    // where both tokenize alike, and its speed is not compared at all (a different engine is not a regression).
+    let (tokens_alike, tokenization) = tokens_comparable(run, baseline);
+    let cross_engine = match (engine(baseline), engine(run)) {
+        (Some(then), Some(now)) if then != now => Some((then, now)),
+        _ => None,
+    };
+    if let Some((then, now)) = &cross_engine {
+        let text = if tokens_alike {
+            format!("text is compared token by token: {}", tokenization.describe())
+        } else {
+            format!("text is compared by characters only: {}", tokenization.describe())
+        };
+        out.insert(
+            0,
+            Finding {
+                kind: FindingKind::ServerChanged,
+                severity: Severity::Warn,
+                message: format!(
+                    "the engine changed since the baseline: {then} → {now}; {text}; speed is not compared across \
+                     engines (`gauntlet bench --paired` says which is faster on one machine)"
+                ),
+                case: None,
+            },
+        );
     }
     for d in identity_differences(&baseline.runtime, &run.runtime) {
         if d.starts_with("server.") || d.starts_with("server:") {
@@ -107,7 +142,8 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
-    let jitter = run.baseline_jitter.clone().or_else(|| baseline_jitter(run, baseline));
+    let jitter =
+        if tokens_alike { run.baseline_jitter.clone().or_else(|| baseline_jitter(run, baseline)) } else { None };
     let mut regressions = Vec::new();
     for case in &run.cases {
         let Some(old) = baseline.cases.iter().find(|c| c.id == case.id) else {
@@ -124,7 +160,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         if let (Some(a), Some(b)) = (&old.observed, &case.observed)
             && let Some(at) = first_difference(a, b)
         {
-            out.push(text_drift(old, case, at, jitter.as_ref()));
+            out.push(text_drift(old, case, at, tokens_alike.then_some(jitter.as_ref())));
         }
     }
     let severity = if regressions.len() as u32 >= t.fail_regressions { Severity::Fail } else { Severity::Warn };
@@ -137,10 +173,27 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         });
     }
     let server = (run.decode.server_median_tokens_per_second, baseline.decode.server_median_tokens_per_second);
+    if let Some((then, now)) = &cross_engine {
+        let speed = |r: &RunRecord| {
+            r.decode.median_tokens_per_second.map_or("no decode speed".into(), |v| format!("{v:.1} tok/s"))
+        };
+        out.push(Finding {
+            kind: FindingKind::DecodeNotCompared,
+            severity: Severity::Info,
+            message: format!(
+                "decode speed not compared across engines: {} on {now} now, {} on {then} on the baseline; another \
+                 engine is not a regression of this one (load time is not compared either)",
+                speed(run),
+                speed(baseline)
+            ),
+            case: None,
+        });
+    }
     match (
         (&run.decode.median_tokens_per_second, &run.decode.token_source),
         (&baseline.decode.median_tokens_per_second, &baseline.decode.token_source),
     ) {
+        _ if cross_engine.is_some() => {}
         ((Some(client_now), Some(src_now)), (Some(client_then), Some(src_then)))
             if src_now == src_then && *client_then > 0.0 =>
         {
@@ -240,7 +293,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
-    if let (Some(now), Some(then)) = (run.server.load_seconds, baseline.server.load_seconds) {
+    if let (Some(now), Some(then), None) = (run.server.load_seconds, baseline.server.load_seconds, &cross_engine) {
         out.extend(speed::load_finding(now, then, run.server.load_cpu, baseline.server.load_cpu, t));
     }
     out
@@ -286,8 +339,9 @@ fn unchanged_failure(old: &CaseRecord, case: &CaseRecord, t: &Thresholds) -> Fin
 /// numerical drift, a note; any other change is text drift, a warning, whose words say whether its swing lies within
 /// the measured jitter (numerical) or outside it (behaviour change). A case that now fails is a regression either
 /// way.
-fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize, jitter: Option<&Jitter>) -> Finding {
-    let divergence = judged_divergence(old, case, jitter);
+fn text_drift(old: &CaseRecord, case: &CaseRecord, at: usize, jitter: Option<Option<&Jitter>>) -> Finding {
+    // `None`: the two records' tokens are not comparable (see `tokens_comparable`), so characters only.
+    let divergence = jitter.and_then(|j| judged_divergence(old, case, j));
     let near_tie = divergence.as_ref().is_some_and(|d| d.class == DivergenceClass::NearTie);
     let (kind, severity, what) = if near_tie && case.status == CaseStatus::Pass {
         (FindingKind::NumericalDrift, Severity::Info, "numerical drift: text differs from the baseline")

@@ -85,8 +85,10 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
     s.push_str(
         "\n## Cases\n\n| case | result | tokens | seconds | vs baseline | detail |\n|---|---|---|---|---|---|\n",
     );
+    // Tokens are compared only where the two records show one vocabulary (not across engines without that evidence).
+    let tokens_alike = baseline.is_none_or(|b| gauntlet_schema::diff::tokens_comparable(run, b).0);
     for c in &run.cases {
-        let old = baseline.and_then(|b| b.cases.iter().find(|o| o.id == c.id));
+        let old = baseline.and_then(|b| b.cases.iter().find(|o| o.id == c.id)).map(|o| (o, tokens_alike));
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} |",
@@ -223,13 +225,17 @@ fn tokens(c: &CaseRecord) -> String {
         .unwrap_or_else(|| "—".into())
 }
 
-fn versus(c: &CaseRecord, old: Option<&CaseRecord>, run: &RunRecord) -> String {
-    match (old.and_then(|o| o.observed.as_deref()), c.observed.as_deref()) {
+/// `old`: the baseline's answer, and whether the two records' tokens may be compared.
+fn versus(c: &CaseRecord, old: Option<(&CaseRecord, bool)>, run: &RunRecord) -> String {
+    match (old.and_then(|(o, _)| o.observed.as_deref()), c.observed.as_deref()) {
         (Some(a), Some(b)) => match first_difference(a, b) {
             None => "same text".into(),
-            // At the token where it turned, when both answers carry tokens: a near-tie flip or a changed answer.
+            // At the token where it turned, when both answers carry comparable tokens: a near-tie flip or a change.
             Some(at) => {
-                match old.and_then(|o| gauntlet_schema::diff::judged_divergence(o, c, run.baseline_jitter.as_ref())) {
+                let traced = old
+                    .filter(|(_, alike)| *alike)
+                    .and_then(|(o, _)| gauntlet_schema::diff::judged_divergence(o, c, run.baseline_jitter.as_ref()));
+                match traced {
                     Some(d) => format!("differs at {}", d.describe()),
                     None => format!("differs at char {at}"),
                 }

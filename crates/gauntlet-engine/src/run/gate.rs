@@ -72,6 +72,11 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         && let Value::Object(m) = &mut runtime
     {
         let mut described = rt.block_on(crate::session::describe::describe(&session.client, None, DESCRIBE_TIMEOUT));
+        // The engine it says it is (the kind `init --attach` would guess): a baseline from another engine is then
+        // compared as across engines (`compare::compare_with`).
+        if let (Some(kind), Value::Object(d)) = (crate::session::describe::guess_kind(&described), &mut described) {
+            d.insert("engine".into(), Value::String(kind.name.into()));
+        }
         if let (Some(model), Value::Object(d)) =
             (session.readiness.as_ref().and_then(|r| r.discovered_model.clone()), &mut described)
         {

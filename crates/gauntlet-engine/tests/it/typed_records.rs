@@ -307,3 +307,96 @@ fn older_decisions_and_store_formats_read_newer_ones_are_refused() {
     assert_eq!(parse_store_format(r#"{"format": 3}"#), Err(StoreFormatError::Newer(3)));
     assert!(matches!(parse_store_format("[]"), Err(StoreFormatError::Malformed(_))));
 }
+
+/// The answer of `case` spelled by `tokens` (id, text), each with itself as its only alternative.
+fn with_tokens(raw: &mut Value, case: &str, content: &str, tokens: &[(u64, &str)]) {
+    let items: Vec<Value> = tokens
+        .iter()
+        .map(|(id, t)| json!({"id": id, "text": t, "logprob": -0.1, "top": [{"id": id, "text": t, "logprob": -0.1}]}))
+        .collect();
+    let at = raw["cases"].as_array().unwrap().iter().position(|c| c["id"] == case).unwrap();
+    let c = &mut raw["cases"][at];
+    c["observed"] = json!(content);
+    c["answer"]["content"] = json!(content);
+    c["answer"]["tokens"] = json!({"source": "ids", "count": items.len(), "items": items});
+}
+
+/// #29 item 3, on records: a baseline from llama.cpp and a run on vLLM (attached, each named by what it said about
+/// itself). The engine change is named first; the text is traced to a token only where the records show one
+/// vocabulary (every id both hold spelled alike), by characters otherwise; speed and load are not compared, however
+/// far apart (a tenth of the baseline's decode speed, ten times its load).
+#[test]
+fn a_baseline_from_another_engine_names_it_and_compares_text_only_as_far_as_tokens_allow() {
+    let mut then: Value = serde_json::from_str(H200_RUN).unwrap();
+    then["runtime"]["server"] = json!({"engine": "llama.cpp", "props": {"build_info": "b6000"}});
+    with_tokens(
+        &mut then,
+        "capital",
+        "Paris is the capital",
+        &[(1, "Paris"), (2, " is"), (3, " the"), (4, " capital")],
+    );
+    let mut now = then.clone();
+    now["runtime"]["server"] = json!({"engine": "vllm", "version": {"version": "0.32.0"}});
+    now["decode"]["median_tokens_per_second"] = json!(64.0);
+    now["server"]["load_seconds"] = json!(7.5);
+    let alike = |now: &mut Value| {
+        with_tokens(now, "capital", "Paris is a capital", &[(1, "Paris"), (2, " is"), (5, " a"), (4, " capital")]);
+    };
+    let parse = |v: &Value| parse_run_record(&v.to_string()).unwrap();
+    let kinds = |f: &[gauntlet_schema::Finding]| f.iter().map(|f| f.kind.as_str().to_owned()).collect::<Vec<_>>();
+
+    let mut same_vocabulary = now.clone();
+    alike(&mut same_vocabulary);
+    let (old, new) = (parse(&then), parse(&same_vocabulary));
+    let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
+    assert_eq!(findings[0].kind, "server-changed", "{:?}", kinds(&findings));
+    assert_eq!(
+        findings[0].message,
+        "the engine changed since the baseline: llama.cpp → vllm; text is compared token by token: both tokenize \
+         alike (3 token ids in both records, each spelled the same); speed is not compared across engines (`gauntlet \
+         bench --paired` says which is faster on one machine)"
+    );
+    // The described fields other than the engine are named one by one as before.
+    assert!(findings.iter().any(|f| f.message.ends_with("props: {\"build_info\":\"b6000\"} → (none)")), "{findings:?}");
+    assert!(!findings.iter().any(|f| f.message.contains("engine: ")), "the engine is named once: {findings:?}");
+    let drift = findings.iter().find(|f| f.kind == "text-drift").expect("text drift");
+    assert!(drift.message.starts_with("text differs from the baseline at char 9, token 2 ("), "{}", drift.message);
+    let speed = findings.iter().find(|f| f.kind == "decode-not-compared").expect("speed named as not compared");
+    assert!(speed.message.contains("64.0 tok/s on vllm now, 644.9 tok/s on llama.cpp on the baseline"), "{speed:?}");
+    for never in ["slow-decode", "speed-unsettled", "slow-load"] {
+        assert!(!findings.iter().any(|f| f.kind == never), "{never}: {:?}", kinds(&findings));
+    }
+    assert!(gauntlet_schema::diff::baseline_jitter(&new, &old).is_some());
+
+    // Id 2 spelled " is" there and " was" here: two vocabularies. Characters only, no jitter, and the finding
+    // says which id showed it.
+    let mut other_vocabulary = now.clone();
+    with_tokens(&mut other_vocabulary, "capital", "Paris was a capital", &[(1, "Paris"), (2, " was"), (5, " a")]);
+    let new = parse(&other_vocabulary);
+    let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
+    assert!(
+        findings[0].message.contains(
+            "text is compared by characters only: the two tokenize differently (1 of 2 token ids in both records \
+             are spelled differently, id 2: \" is\" on the baseline, \" was\" now)"
+        ),
+        "{}",
+        findings[0].message
+    );
+    let drift = findings.iter().find(|f| f.kind == "text-drift").expect("text drift");
+    assert_eq!(drift.message, "text differs from the baseline at char 6");
+    assert!(gauntlet_schema::diff::baseline_jitter(&new, &old).is_none());
+
+    // No id in both (the run's answers carry none): across engines nothing shows one vocabulary, so characters
+    // only; on one engine, tokens as before.
+    let mut no_ids = now.clone();
+    with_tokens(&mut no_ids, "capital", "Paris is a capital", &[]);
+    let new = parse(&no_ids);
+    let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
+    assert!(findings[0].message.contains("by characters only: no token id is in both records"), "{findings:?}");
+    let mut one_engine = same_vocabulary.clone();
+    one_engine["runtime"]["server"]["engine"] = json!("llama.cpp");
+    let new = parse(&one_engine);
+    let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
+    assert!(!findings.iter().any(|f| f.message.contains("engine changed")), "{findings:?}");
+    assert!(findings.iter().any(|f| f.kind == "slow-load"), "one engine: speed compared: {:?}", kinds(&findings));
+}

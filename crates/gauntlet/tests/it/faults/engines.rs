@@ -149,7 +149,8 @@ fn a_hang_is_named_on_its_case_and_the_rest_are_skipped() {
 }
 
 /// The baseline against one engine, then another engine behind the same URL: the report and the terminal
-/// summary name the server's change first (field, from → to), before the drift it explains.
+/// summary name the server's change first (the engine, then each field, from → to), before the drift it explains;
+/// text is compared token by token because the records show one vocabulary, and speed is not compared (#29).
 #[test]
 fn another_engine_behind_the_same_url_is_named_first() {
     let f = Fixture::new("engine-change");
@@ -173,6 +174,25 @@ fn another_engine_behind_the_same_url_is_named_first() {
     assert!(messages.iter().any(|m| m.contains("header: llama.cpp → uvicorn")), "{messages:?}");
     assert!(messages.iter().any(|m| m.contains("version: (none) →") && m.contains("0.17.1")), "{messages:?}");
     assert!(second.has_finding("text-drift"), "{}", second.explain());
+    // Each run names the engine it took its server for, and the comparison is one across engines, said first: the
+    // fake speaks one vocabulary whatever it poses as (a word's id is a hash of it), so the records show that both
+    // tokenize alike and text is compared token by token; speed is not compared (neither is load time).
+    assert_eq!(first.record.as_ref().unwrap()["runtime"]["server"]["engine"], "llama.cpp");
+    assert_eq!(second.record.as_ref().unwrap()["runtime"]["server"]["engine"], "vllm");
+    assert!(messages[0].starts_with("the engine changed since the baseline: llama.cpp → vllm;"), "{messages:?}");
+    assert!(messages[0].contains("text is compared token by token: both tokenize alike ("), "{messages:?}");
+    let drift = second.findings("text-drift");
+    assert!(drift.iter().all(|d| d["message"].as_str().unwrap().contains(" at char ")), "{drift:?}");
+    assert!(drift.iter().any(|d| d["message"].as_str().unwrap().contains(", token ")), "traced to a token: {drift:?}");
+    let speed = second.findings("decode-not-compared");
+    assert_eq!(speed.len(), 1, "{}", second.explain());
+    assert!(
+        speed[0]["message"].as_str().unwrap().starts_with("decode speed not compared across engines:"),
+        "{speed:?}"
+    );
+    for never in ["slow-decode", "speed-unsettled", "slow-load"] {
+        assert!(!second.has_finding(never), "{never} across engines: {}", second.explain());
+    }
     // First in run.json, in the report and in the terminal summary.
     assert_eq!(second.record.as_ref().unwrap()["findings"][0]["kind"], "server-changed");
     let report = std::fs::read_to_string(second.out.join("report.md")).unwrap();

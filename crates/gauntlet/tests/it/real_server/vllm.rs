@@ -15,8 +15,11 @@ use super::paired::wait_healthy;
 use super::{assert_answers_complete, assert_server_gone, home};
 use crate::common::{Reaped, finish, free_port, gauntlet, send_signal};
 
-/// The eight cases SmolLM2-135M fails on this suite, on every engine (declared in the embedded default's profiles).
-const DECLARED: [&str; 8] = ["multiply", "count", "json", "translate", "unicode", "tool", "stream", "think"];
+/// The seven cases SmolLM2-135M fails on this suite on every engine and CPU measured (llama.cpp Q4_1, mistral.rs,
+/// vLLM bf16 on an AMD EPYC and on an Intel Xeon with AMX): a property of the model, declared in the embedded
+/// default's `vllm` profile. Whatever else fails is this server on this machine (`stream` failed on the EPYC and
+/// passes on the Xeon; `story` loops on the Xeon only): measured by the first run, not listed.
+const DECLARED: [&str; 7] = ["multiply", "count", "json", "translate", "unicode", "tool", "think"];
 
 fn venv_python() -> PathBuf {
     let python = home().join("vllm/bin/python");
@@ -127,13 +130,12 @@ fn key_delta(metrics: &Value, name: &str) -> Option<f64> {
 }
 
 /// One vLLM server (the `vllm` profile's command) and one llama.cpp server, both attached: `init --attach` writes a
-/// manifest that runs; the default suite goes through the gate twice (declared failures, token ids and logprobs,
-/// `/metrics` deltas, the second run's prompts hitting vLLM's prefix cache); a bench counts prefix-cache hits of a
-/// shared preamble; the paired bench says which engine is faster on this box.
+/// manifest that runs; the default suite goes through the gate twice: the first run (the model's declared failures,
+/// token ids and logprobs, `/metrics` deltas) writes the baseline, which records whatever else this server fails on
+/// this CPU, and the unchanged rerun passes against it (its prompts hitting vLLM's prefix cache); a baseline made on
+/// llama.cpp and a run on vLLM compare as across engines; a bench counts prefix-cache hits of a shared preamble; the
+/// paired bench says which engine is faster on this box.
 #[test]
-#[ignore = "fails on this runner's CPU (Intel Xeon with AMX, 2026-12-04): vLLM 0.32.0's bf16 answers differ from \
-            those measured on AMD EPYC: `story` loops (not declared), R2 2/20 under its 0.2 floor, R3's concurrent \
-            row diverges; the declared failures and floor are per CPU and not yet (#29)"]
 fn vllm_attached_init_gate_bench_and_paired_against_llama_cpp() {
     let home = home();
     let dir = tempfile::tempdir().unwrap();
@@ -208,7 +210,12 @@ fn vllm_attached_init_gate_bench_and_paired_against_llama_cpp() {
     assert_eq!(first.verdict(), "warn", "no baseline yet\n{}", first.explain());
     let (record, cases) = assert_answers_complete(&first);
     let failed: Vec<&str> = cases.iter().filter(|c| c["status"] == "fail").filter_map(|c| c["id"].as_str()).collect();
-    assert_eq!(failed, DECLARED, "exactly the declared failures\n{}", first.explain());
+    // The model's failures are all there; any other failure is this server's on this CPU (measured: on an Intel
+    // Xeon with AMX vLLM's bfloat16 story loops, on an AMD EPYC it did not), which the baseline this run writes
+    // records, so the rerun below must see it again, the same way, as a note.
+    assert!(DECLARED.iter().all(|d| failed.contains(d)), "the declared failures fail: {failed:?}\n{}", first.explain());
+    let measured: Vec<&str> = failed.iter().copied().filter(|f| !DECLARED.contains(f)).collect();
+    eprintln!("failures of this server on this machine besides the model's seven: {measured:?}");
     // vLLM's tokens: ids from `token_ids`, the end-of-sequence token counted and scored like any other.
     let capital = &first.case("capital")["answer"]["tokens"];
     let last = capital["items"].as_array().unwrap().last().unwrap();
@@ -229,7 +236,15 @@ fn vllm_attached_init_gate_bench_and_paired_against_llama_cpp() {
         "only speed may differ between two identical runs: {findings:?}\n{}",
         second.explain()
     );
-    assert_eq!(record["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == "expected-failure").count(), 8);
+    let kind = |k: &str| -> Vec<String> {
+        let of = record["findings"].as_array().unwrap().iter().filter(|f| f["kind"] == k);
+        of.filter_map(|f| f["case"].as_str().map(str::to_owned)).collect()
+    };
+    assert_eq!(kind("expected-failure"), DECLARED, "{}", second.explain());
+    // The issue-30 rule: a case failing as it did on the baseline is a note (`known-failure`), so an unchanged rerun
+    // passes whatever this machine's own failures are.
+    assert_eq!(kind("known-failure"), measured, "{}", second.explain());
+    assert_ne!(second.verdict(), "fail", "{}", second.explain());
     // The second run's prompts were all seen by the first: vLLM served whole blocks of them (the needle's 4000
     // tokens above all) from its prefix cache, and its counters say so.
     let hits = key_delta(&record["server_metrics"], "prefix_cache_hits");
@@ -274,15 +289,65 @@ fn vllm_attached_init_gate_bench_and_paired_against_llama_cpp() {
     let pgid = vllm.0.id() as i32;
     drop(vllm);
     assert!(!group_alive(pgid), "vLLM's processes outlived the test");
+
+    // Identity across engines (#29 item 3): the baseline vLLM wrote above, and llama.cpp now behind the same URL
+    // (the identity an attached profile has is its URL and model name, so the comparison is not refused: the
+    // deployment changed its engine). The run names the engine change first, with what each server says of itself;
+    // both serve SmolLM2's tokenizer, and whether the records show it (every token id both hold spelled alike)
+    // decides whether text is traced to a token or compared by characters: the finding says which, on the evidence
+    // of the records. Speed is labelled as not compared across engines, never a slow-decode. llama.cpp's verdict is
+    // not asserted: on a busy 2-core machine its long cases may time out (seen 2026-12-05: 1–3 tok/s beside vLLM).
+    let mut llama = Reaped(
+        Command::new(home.join("bin/xllamacpp-server"))
+            .args(["-m", gguf.to_str().unwrap(), "--host", "127.0.0.1", "--port", &vport.to_string()])
+            .args(["-c", "4096", "-np", "1", "--metrics"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_healthy(vport, &mut llama.0, Duration::from_secs(120));
+    let across = run("across", &["--baseline", baseline.to_str().unwrap()]);
+    drop(llama);
+    let record = across.record.as_ref().unwrap_or_else(|| panic!("{}", across.explain()));
+    assert_eq!(record["runtime"]["server"]["engine"], "llama.cpp", "{}", across.explain());
+    let findings = record["findings"].as_array().unwrap();
+    let message = |f: &Value| f["message"].as_str().unwrap_or_default().to_owned();
+    let first_finding = message(&findings[0]);
+    assert!(
+        findings[0]["kind"] == "server-changed"
+            && first_finding.starts_with("the engine changed since the baseline: vllm → llama.cpp; text is compared "),
+        "{}",
+        across.explain()
+    );
+    let by_tokens = first_finding.contains("text is compared token by token: both tokenize alike (");
+    assert!(by_tokens || first_finding.contains("text is compared by characters only: "), "{first_finding}");
+    eprintln!("across engines: {first_finding}");
+    assert!(findings.iter().any(|f| f["kind"] == "server-changed" && message(f).contains("version")), "{findings:?}");
+    let drift: Vec<String> = findings.iter().filter(|f| f["kind"] == "text-drift").map(message).collect();
+    assert!(!drift.is_empty(), "Q4_1 against bfloat16 answers differently: {}", across.explain());
+    // Traced to a token only when the records show one vocabulary (a case without tokens on a side stays by
+    // characters either way).
+    let traced = drift.iter().filter(|d| d.contains(", token ")).count();
+    assert!(if by_tokens { traced > 0 } else { traced == 0 }, "{drift:?}");
+    let speed: Vec<&Value> = findings.iter().filter(|f| f["kind"] == "decode-not-compared").collect();
+    assert!(speed.len() == 1 && message(speed[0]).contains("across engines"), "{}", across.explain());
+    let speed_kinds = ["slow-decode", "speed-unsettled", "slow-load"];
+    assert!(!findings.iter().any(|f| speed_kinds.contains(&f["kind"].as_str().unwrap_or_default())), "{findings:?}");
 }
 
 /// The embedded default's `vllm` profile through `qualify` R0–R7 (the server started through the kind's template,
-/// restarted for R3), then `verify` on the bundle: every stage passes, the determinism rows each have a verdict,
-/// and every diverging comparison names its first divergent token with both logprobs.
+/// restarted for R3), then `verify` on the bundle. What must pass is what does not depend on the CPU's arithmetic:
+/// provenance, the quality floor (the model's, measured on the reference engine: see the profile), saturation,
+/// performance, drift and evidence, and `verify` of the whole bundle. Two stages may fail, and then only for what
+/// this server on this machine measurably does (on an Intel Xeon with AMX both did; on an AMD EPYC neither):
+/// - R1, only through cases outside the model's declared failures that R3 then asked again and got word for word
+///   the same answer: this server's stable behaviour here (`story` loops in bfloat16 on the Xeon), not a flake;
+/// - R3, only through its concurrent row: vLLM batches concurrent requests, so their numerics differ; every such
+///   divergence is reported with its first divergent token, both logprobs, the row's measured jitter and a class
+///   within that jitter (near-tie or numerical), never hidden. The rows of one request at a time stay identical or
+///   near-tie only.
 #[test]
-#[ignore = "fails on this runner's CPU (Intel Xeon with AMX, 2026-12-04): vLLM 0.32.0's bf16 answers differ from \
-            those measured on AMD EPYC: `story` loops (not declared), R2 2/20 under its 0.2 floor, R3's concurrent \
-            row diverges; the declared failures and floor are per CPU and not yet (#29)"]
 fn vllm_qualifies_through_its_kind_and_the_bundle_verifies() {
     venv_python();
     let home = home();
@@ -295,35 +360,94 @@ fn vllm_qualifies_through_its_kind_and_the_bundle_verifies() {
     assert_server_gone(port.parse().unwrap());
     assert!(supervised_vllm_left().is_empty(), "vLLM processes survived qualify: {:?}", supervised_vllm_left());
     let stdout = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    eprintln!("{stdout}");
     let report = read_json(&out.join("qualification.json"), &stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}");
-    assert_eq!(report["verdict"], "pass", "{stdout}");
     assert_eq!(report["partial"], false);
-    for stage in report["stages"].as_array().unwrap() {
-        assert_eq!(stage["status"], "pass", "{stage}\n{stdout}");
+    let stage = |id: &str| report["stages"].as_array().unwrap().iter().find(|s| s["id"] == id).unwrap().clone();
+    for id in ["R0", "R2", "R4", "R5", "R6", "R7"] {
+        assert_eq!(stage(id)["status"], "pass", "{}\n{stdout}", stage(id));
     }
     // R0 proves the model directory by its files' digest (the identity's), and the command is the kind's.
     let r0 = read_json(&out.join("r0-identity.json"), &stdout);
     assert_eq!(r0["model_sha256"].as_str().map(str::len), Some(64), "{r0}");
     let command: Vec<&str> = r0["command"].as_array().unwrap().iter().filter_map(|a| a.as_str()).collect();
     assert_eq!(command[1..4], ["-m", "vllm.entrypoints.openai.api_server", "--model"], "{command:?}");
+
     let r3 = read_json(&out.join("determinism.json"), &stdout);
     let rows = r3["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().filter_map(|r| r["row"].as_str()).collect();
     assert_eq!(names, ["repeat", "concurrent", "stream", "prefix-cache", "restart"], "{stdout}");
+    let mut diverged_rows = Vec::new();
     for row in rows {
         let verdict = row["verdict"].as_str().unwrap();
         assert!(["identical", "near-tie-only", "diverged"].contains(&verdict), "{row}");
         assert!(!row["comparisons"].as_array().unwrap().is_empty(), "the row ran: {row}");
-        // A differing answer names its first divergent token (from 0, by id on vLLM) and the logprob gap. (Seen:
-        // two concurrent copies of `story` flip at token 106 on an exact tie in bfloat16, gap 0 nats.)
+        if verdict == "diverged" {
+            diverged_rows.push(row["row"].as_str().unwrap());
+        }
+        // A differing answer names its first divergent token (from 0, by id on vLLM), the logprob gap and its class
+        // against the row's jitter. (Seen: two concurrent copies of `story` flip at token 106 on an exact tie in
+        // bfloat16 on an AMD EPYC; `python` at token 41, 0.12 nats apart, within the row's 0.13 nats of jitter,
+        // on an Intel Xeon.)
         for c in row["comparisons"].as_array().unwrap().iter().filter(|c| c["outcome"] != "identical") {
             let t = &c["token"];
             assert!(t["index"].is_u64() && t["baseline"]["id"].is_u64() && t["gap_nats"].is_number(), "{c}");
+            assert!(row["jitter"]["max_nats"].is_number() && t["jitter"]["max_nats"].is_number(), "{row}");
+            assert!(["near-tie", "numerical"].contains(&t["class"].as_str().unwrap()), "batching noise only: {c}");
         }
     }
+    // Only batching diverges: one request at a time (again, streamed, uncached, after a restart) answers alike, or
+    // flips on a near-tie at most (the row's verdict `near-tie-only`, which passes).
+    assert!(diverged_rows.iter().all(|r| *r == "concurrent"), "{diverged_rows:?}\n{stdout}");
+    // R3 fails exactly when a row diverged, and then names it; it never hides one.
+    let r3_failures: Vec<String> =
+        stage("R3")["failures"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_owned()).collect();
+    assert_eq!(stage("R3")["status"] == "pass", diverged_rows.is_empty(), "{stdout}");
+    for row in &diverged_rows {
+        assert!(r3_failures.iter().any(|f| f.starts_with(&format!("row {row}: diverged: "))), "{r3_failures:?}");
+    }
+    assert_eq!(r3_failures.len(), diverged_rows.len(), "{r3_failures:?}");
+
+    // R1 fails exactly for the cases outside the declared ones that failed, each answered by R3's reference and
+    // repeat with the very text R1 got.
+    let r1 = read_json(&out.join("r1-correctness.json"), &stdout);
+    let declared: Vec<String> = report_declared(&out, &stdout);
+    let own: Vec<&Value> = r1["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] != "pass" && !declared.iter().any(|d| c["id"] == d.as_str()))
+        .collect();
+    assert_eq!(stage("R1")["status"] == "pass", own.is_empty(), "{stdout}");
+    assert_eq!(stage("R1")["failures"].as_array().unwrap().len(), own.len(), "{stdout}");
+    let repeat = rows.iter().find(|r| r["row"] == "repeat").unwrap();
+    for case in &own {
+        assert_eq!(case["status"], "fail", "answered, and judged by its checks: {case}");
+        let id = case["id"].as_str().unwrap();
+        let again = repeat["comparisons"].as_array().unwrap().iter().find(|c| c["case"] == id);
+        let again = again.unwrap_or_else(|| panic!("R3 asked `{id}` again: {repeat}"));
+        assert_eq!(again["outcome"], "identical", "{again}");
+        assert_eq!((&again["expected"], &again["got"]), (&case["observed"], &case["observed"]), "{again}");
+        eprintln!("R1: `{id}` fails on this machine, the same way every time R3 asked");
+    }
+    let verdict = if own.is_empty() && diverged_rows.is_empty() { "pass" } else { "fail" };
+    assert_eq!(report["verdict"], verdict, "{stdout}");
+    assert_eq!(o.status.code(), Some(if verdict == "pass" { 0 } else { 1 }), "{stdout}");
+
+    // The bundle verifies whatever its verdict: every file, identity and recomputed verdict holds.
     let v = gauntlet(&["verify", "--json", out.to_str().unwrap()], &env, Duration::from_secs(120));
-    let verdict: Value = serde_json::from_slice(&v.stdout).unwrap();
-    assert_eq!(v.status.code(), Some(0), "{verdict}");
-    assert_eq!(verdict["problems"], serde_json::json!([]), "{verdict}");
+    let verified: Value = serde_json::from_slice(&v.stdout).unwrap();
+    assert_eq!(verified["problems"], serde_json::json!([]), "{verified}");
+    assert_eq!(v.status.code(), Some(0), "{verified}");
+}
+
+/// The expected failures the qualified profile declared, as its snapshot in the bundle records them.
+fn report_declared(bundle: &Path, why: &str) -> Vec<String> {
+    let snapshot = read_json(&bundle.join("profile.snapshot.json"), why);
+    let declared: Vec<String> = snapshot["expected_failures"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_owned)).collect())
+        .unwrap_or_else(|| panic!("no expected failures in the profile snapshot: {snapshot}"));
+    assert_eq!(declared, DECLARED, "the vllm profile declares the model's seven");
+    declared
 }
