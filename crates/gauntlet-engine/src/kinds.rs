@@ -294,7 +294,116 @@ pub const KINDS: &[Kind] = &[
         checks_model_name: true,
         model_aliases: &["default"],
     },
+    // `transformers serve` (the `transformers` CLI of Hugging Face transformers, `[serving]` extra: fastapi and
+    // uvicorn), seen on transformers 5.19.0 with torch 2.13.0 on CPU, offline (docs/dialects.md, "seen on
+    // transformers 5.19"): `serve --host --port MODEL` pins the server to MODEL, which requests must name as
+    // given (another name, `MODEL@main` included, is HTTP 400) while answers name it `MODEL@main`; /health
+    // `{"status":"ok"}` once the model is loaded; /v1/models lists only the hub cache (empty offline); no /metrics,
+    // no self-description endpoint; no parallel-slot or context flag. Its wire departures are in [`DEPARTURES`].
+    Kind {
+        name: "transformers",
+        program: "transformers",
+        launch: &["serve", "--host", "{host}", "--port", "{port}", "{model}"],
+        launch_file: None,
+        parallel: &[],
+        context: &[],
+        revision: &[],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: None,
+        key_metrics: &[],
+        describe: &[],
+        tools: "ignored (the request's tools are dropped; the model answers in text)",
+        models: &[ModelForm::Dir, ModelForm::Hub],
+        checks_model_name: false,
+        model_aliases: &[],
+    },
+    // llama-cpp-python's server (`pip install 'llama-cpp-python[server]'`, module `llama_cpp.server`; --model,
+    // --host, --port, --n_ctx from its settings). A replay, not a real server of the tests: its wheel is a 12-minute
+    // source build on 2 cores, too long for a cold CI run (issue #29); the facts are those its 0.3.36 server was seen
+    // to show there: no /health (404; readiness moves on to /v1/models), no usage in a stream even when asked, any
+    // model name served and echoed, `max_tokens = -1` (or none) generates without bound (gauntlet always sends a
+    // positive `max_tokens`). No Prometheus text; no parallel-slot flag.
+    Kind {
+        name: "llama-cpp-python",
+        program: "python3",
+        launch: &["-m", "llama_cpp.server", "--model", "{model}", "--host", "{host}", "--port", "{port}"],
+        launch_file: None,
+        parallel: &[],
+        context: &["--n_ctx", "{context}"],
+        revision: &[],
+        environment: &[],
+        health_path: "/health",
+        metrics_path: None,
+        key_metrics: &[],
+        describe: &[],
+        tools: "per chat format (not seen)",
+        models: &[ModelForm::File],
+        checks_model_name: false,
+        model_aliases: &[],
+    },
 ];
+
+/// How a streamed answer ends on a kind's wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// A `data: [DONE]` line (OpenAI's end, and every engine's but those [`DEPARTURES`] lists): a stream whose body
+    /// ends without it was cut short, a request error.
+    DoneLine,
+    /// The chunk that carries `finish_reason`, then the end of the body: no `[DONE]` is ever sent
+    /// (`transformers serve`). A body that ends before a `finish_reason` was cut short, a request error.
+    FinishThenClose,
+}
+
+/// What a kind's server does on the wire where it departs from the OpenAI shapes every other kind follows, as its
+/// real server was seen to do (version per row). Kept beside [`KINDS`] so that a kind's row stays its launch.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Departures {
+    pub kind: &'static str,
+    pub stream_end: StreamEnd,
+    /// Requests must name the model exactly as the launch gave it (`{model}`: its path, or its hub id): the server
+    /// refuses any other name and lists none to learn it from.
+    pub model_is_launch_argument: bool,
+    /// Request fields the server takes and ignores without an error (the cases that depend on them fail on their
+    /// checks, declared per profile): recorded in the book's engine table and the doctor's notes.
+    pub ignores: &'static [&'static str],
+    /// Usage is never in a stream, even when `stream_options.include_usage` asks for it.
+    pub no_stream_usage: bool,
+}
+
+/// The kinds whose wire departs from the common one (see [`Departures`]).
+pub const DEPARTURES: &[Departures] = &[
+    // Seen on transformers 5.19.0 (CPU): the last chunk carries `finish_reason` and `usage` (always, asked or
+    // not), then the body ends without `data: [DONE]`; `logprobs`/`top_logprobs`, `tools` and `response_format`
+    // are accepted and ignored.
+    Departures {
+        kind: "transformers",
+        stream_end: StreamEnd::FinishThenClose,
+        model_is_launch_argument: true,
+        ignores: &["logprobs", "top_logprobs", "tools", "response_format"],
+        no_stream_usage: false,
+    },
+    // Seen on llama-cpp-python 0.3.36 (issue #29): no usage chunk in a stream, even when asked.
+    Departures {
+        kind: "llama-cpp-python",
+        stream_end: StreamEnd::DoneLine,
+        model_is_launch_argument: false,
+        ignores: &["stream_options"],
+        no_stream_usage: true,
+    },
+];
+
+/// The departures of the kind called `name`; the common wire for any other kind (and for `custom`).
+pub fn departures(name: &str) -> &'static Departures {
+    const COMMON: Departures = Departures {
+        kind: "",
+        stream_end: StreamEnd::DoneLine,
+        model_is_launch_argument: false,
+        ignores: &[],
+        no_stream_usage: false,
+    };
+    DEPARTURES.iter().find(|d| d.kind == name).unwrap_or(&COMMON)
+}
 
 /// Every name a manifest may write, `custom` last.
 pub fn names() -> Vec<&'static str> {
@@ -504,6 +613,36 @@ mod tests {
         );
         let env = launch_environment(find("ollama").unwrap(), &Fill { parallel: None, ..fill() });
         assert!(env.iter().all(|(k, _)| k != "OLLAMA_NUM_PARALLEL"), "{env:?}");
+    }
+
+    #[test]
+    fn departures_name_kinds_and_the_stream_end_is_per_kind() {
+        for d in DEPARTURES {
+            assert!(find(d.kind).is_some(), "{} has no row in KINDS", d.kind);
+            assert_eq!(departures(d.kind), d);
+        }
+        assert_eq!(departures("transformers").stream_end, StreamEnd::FinishThenClose);
+        // Every other kind (and `custom`) ends a stream with `[DONE]`.
+        for k in KINDS.iter().filter(|k| k.name != "transformers") {
+            assert_eq!(departures(k.name).stream_end, StreamEnd::DoneLine, "{}", k.name);
+        }
+        assert_eq!(departures("custom").stream_end, StreamEnd::DoneLine);
+        assert!(!departures("vllm").model_is_launch_argument && departures("transformers").model_is_launch_argument);
+        assert!(departures("llama-cpp-python").no_stream_usage && !departures("llama.cpp").no_stream_usage);
+    }
+
+    #[test]
+    fn launch_argv_of_transformers_and_llama_cpp_python() {
+        let argv = |name: &str, form: ModelForm| {
+            let k = find(name).unwrap();
+            launch_argv(Some(k), &template(k, form), &Fill { model: "/m/dir".into(), ..fill() }).join(" ")
+        };
+        // No parallel-slot or context flag: the profile's `parallel`/`context` add nothing.
+        assert_eq!(argv("transformers", ModelForm::Dir), "serve --host 127.0.0.1 --port 8000 /m/dir");
+        assert_eq!(
+            argv("llama-cpp-python", ModelForm::File),
+            "-m llama_cpp.server --model /m/dir --host 127.0.0.1 --port 8000 --n_ctx 4096"
+        );
     }
 
     #[test]

@@ -45,6 +45,7 @@
 //!                           share tokens whose logprobs differ by at most 2 × NATS
 //!   --state-file PATH       counts this server's starts (for `--diverge restart`)
 //!   --dialect NAME          speak one engine's wire shapes: llama.cpp | vllm | sglang | tgi | trtllm | ollama
+//!                           | transformers | llama-cpp-python
 //!                           (health, models, stream chunks, usage, reasoning, tool calls, errors; see dialect.rs);
 //!                           the faults above do not apply then
 //!   --request-log FILE      append the `--tag` value and the last user message, one line per chat request, so that

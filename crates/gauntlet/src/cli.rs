@@ -99,7 +99,8 @@ pub(crate) enum Command {
         /// The running server's base URL.
         #[arg(long, value_name = "URL", conflicts_with = "spawn", required_unless_present = "spawn")]
         attach: Option<String>,
-        /// The server kind to start (llama.cpp, vllm, sglang, tgi, trtllm, ollama, mistralrs).
+        /// The server kind to start (llama.cpp, vllm, sglang, tgi, trtllm, ollama, mistralrs, transformers,
+        /// llama-cpp-python).
         #[arg(long, value_name = "KIND", requires = "model")]
         spawn: Option<String>,
         /// The model: a file, a directory (Hugging Face layout), or a hub id with --revision.

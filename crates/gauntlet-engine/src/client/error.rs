@@ -15,6 +15,10 @@ pub enum ClientError {
     Malformed(String),
     #[error("stream ended without `data: [DONE]`")]
     MissingDone,
+    /// A server that ends its streams by closing the body after the finish chunk (never `[DONE]`: the kind says so)
+    /// closed it before any chunk carried a `finish_reason`.
+    #[error("stream ended before a chunk with a `finish_reason` (this engine sends no `data: [DONE]`)")]
+    MissingFinish,
     #[error("response larger than {limit} bytes")]
     TooLarge { limit: usize },
     #[error("transport error: {0}")]

@@ -32,6 +32,9 @@ pub struct Client {
     max_response_bytes: usize,
     /// Timestamp and keep each streamed chunk, parse after the stream ends (see [`Client::timing_first`]).
     defer_parsing: bool,
+    /// The server ends a stream at the body's end after its finish chunk, never with `[DONE]` (see
+    /// [`Client::ending_streams_at_close`]).
+    close_ends_stream: bool,
 }
 
 /// How an attached server is reached beyond its URL.
@@ -87,6 +90,7 @@ impl Client {
             extra_headers: transport.headers.clone(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             defer_parsing: false,
+            close_ends_stream: false,
         })
     }
 
@@ -101,6 +105,19 @@ impl Client {
     pub fn timing_first(mut self) -> Client {
         self.defer_parsing = true;
         self
+    }
+
+    /// For a server whose streams end at the body's end after the chunk with the `finish_reason`, never with
+    /// `data: [DONE]` (its kind's departure, `kinds::StreamEnd::FinishThenClose`): such an end is the answer's end,
+    /// and a body that ends before any `finish_reason` is still cut short. Off (the default), a stream without
+    /// `[DONE]` is an error.
+    pub fn ending_streams_at_close(mut self, close_ends: bool) -> Client {
+        self.close_ends_stream = close_ends;
+        self
+    }
+
+    pub fn close_ends_stream(&self) -> bool {
+        self.close_ends_stream
     }
 
     pub fn base_url(&self) -> &str {
@@ -298,7 +315,7 @@ impl Client {
         let mut first_byte = None;
         let mut received = 0usize;
         if stream {
-            let mut assembler = StreamAssembler::default();
+            let mut assembler = StreamAssembler::ending(self.close_ends_stream);
             let mut ended = false;
             if self.defer_parsing {
                 let mut held = Vec::new();

@@ -209,6 +209,9 @@ pub struct StreamAssembler {
     events: usize,
     tokens: TokenCollector,
     calls: ToolCallAssembler,
+    /// The body's end after a chunk with a `finish_reason` ends the stream as `[DONE]` does: the engine never
+    /// sends `[DONE]` (its kind says so: `transformers serve`). Off, a stream without `[DONE]` was cut short.
+    close_ends: bool,
 }
 
 /// The most tool calls one streamed answer may make.
@@ -330,6 +333,12 @@ impl ToolCallAssembler {
 const MAX_LINE: usize = 1 << 20;
 
 impl StreamAssembler {
+    /// An assembler for a server whose streams end at the body's end after the finish chunk, never with `[DONE]`
+    /// (`close_ends`; off: the common end, `[DONE]`, as [`StreamAssembler::default`]).
+    pub fn ending(close_ends: bool) -> StreamAssembler {
+        StreamAssembler { close_ends, ..StreamAssembler::default() }
+    }
+
     pub fn done(&self) -> bool {
         self.done
     }
@@ -414,7 +423,8 @@ impl StreamAssembler {
         Ok(())
     }
 
-    /// The answer, once the stream closed; a stream that never said `[DONE]` is an error.
+    /// The answer, once the stream closed; a stream that never said `[DONE]` is an error, unless the server ends
+    /// its streams at the body's end (see [`StreamAssembler::ending`]) and a chunk carried a `finish_reason`.
     pub fn finish(mut self) -> Result<Answer, ClientError> {
         if !self.done {
             if !self.pending.is_empty() {
@@ -423,7 +433,11 @@ impl StreamAssembler {
                 self.line(&rest, t)?;
             }
             if !self.done {
-                return Err(ClientError::MissingDone);
+                match (self.close_ends, self.answer.finish_reason.is_some()) {
+                    (false, _) => return Err(ClientError::MissingDone),
+                    (true, false) => return Err(ClientError::MissingFinish),
+                    (true, true) => {}
+                }
             }
         }
         self.answer.tokens = self.tokens.finish(false);
@@ -563,6 +577,35 @@ mod tests {
         assert_eq!(content_events.len(), 1);
         assert_eq!(content_events[0].t, 2.0, "stamped when its last byte arrived");
         assert_eq!(a.timeline[0].content, "", "role-only chunk kept as an empty event");
+    }
+
+    /// `transformers serve`'s end (seen on 5.19.0): usage on the finish chunk, then the body ends, no `[DONE]`.
+    /// Its kind's assembler takes that as the end; every other kind's calls it cut short; a body that ends before
+    /// the finish chunk is cut short for both.
+    #[test]
+    fn a_stream_ends_at_close_only_for_an_engine_that_ends_it_so() {
+        let finished = [
+            "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"},\"index\":0}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hello\"},\"index\":0}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"index\":0,\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":1,\"prompt_tokens\":33,\"total_tokens\":34}}\n\n",
+        ];
+        let run = |close_ends: bool, parts: &[&str]| {
+            let mut s = StreamAssembler::ending(close_ends);
+            for (i, p) in parts.iter().enumerate() {
+                s.feed(p.as_bytes(), i as f64)?;
+            }
+            s.finish()
+        };
+        let a = run(true, &finished).unwrap();
+        assert_eq!((a.content.as_str(), a.finish_reason.as_deref()), ("Hello", Some("length")));
+        assert_eq!(a.usage.unwrap().completion_tokens, Some(1));
+        assert_eq!(run(false, &finished).unwrap_err(), ClientError::MissingDone);
+        assert_eq!(run(true, &finished[..2]).unwrap_err(), ClientError::MissingFinish);
+        assert_eq!(run(false, &finished[..2]).unwrap_err(), ClientError::MissingDone);
+        // The last line without its line end still counts; a `[DONE]` is still an end for it.
+        let unterminated = finished[2].trim_end();
+        assert!(run(true, &[finished[0], unterminated]).is_ok());
+        assert!(run(true, &[finished[0], finished[1], "data: [DONE]\n\n"]).is_ok());
     }
 
     #[test]

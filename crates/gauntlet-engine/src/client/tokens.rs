@@ -126,6 +126,23 @@ pub const TOKEN_DIALECTS: &[TokenDialect] = &[
         cache_off: None,
         thinking: Thinking::TopLevel,
     },
+    // `transformers serve` 5.19 (CPU) takes `logprobs`/`top_logprobs` and ignores them (docs/dialects.md, "seen on
+    // transformers 5.19"): nothing is asked. Its per-request `chat_template_kwargs` carry the thinking switch.
+    TokenDialect {
+        engine: "transformers",
+        request: &[],
+        ids: IdsAt::Nowhere,
+        cache_off: None,
+        thinking: Thinking::TemplateKwarg,
+    },
+    // llama-cpp-python (a replay): chat logprobs carry token texts, no ids; no thinking switch is known.
+    TokenDialect {
+        engine: "llama-cpp-python",
+        request: &[("logprobs", "true"), ("top_logprobs", "5")],
+        ids: IdsAt::Nowhere,
+        cache_off: None,
+        thinking: Thinking::Absent,
+    },
 ];
 
 impl TokenDialect {

@@ -37,6 +37,8 @@ pub struct Endpoint {
     authorization: Option<String>,
     /// Extra `(name, value)` headers of the profile (`headers_env`).
     headers: Vec<(String, String)>,
+    /// The server ends a stream at the body's end after its finish chunk, never with `[DONE]` (its kind's).
+    close_ends: bool,
 }
 
 impl Endpoint {
@@ -52,7 +54,15 @@ impl Endpoint {
             path: format!("{}/v1/chat/completions", prefix.trim_end_matches('/')),
             authorization: api_key.map(|k| format!("Bearer {k}")),
             headers: headers.to_vec(),
+            close_ends: false,
         })
+    }
+
+    /// The same endpoint, for a server that ends its streams at the body's end after the finish chunk (never with
+    /// `[DONE]`): [`super::Client::close_ends_stream`].
+    pub fn ending_streams_at_close(mut self, close_ends: bool) -> Endpoint {
+        self.close_ends = close_ends;
+        self
     }
 
     fn url(&self) -> String {
@@ -506,7 +516,7 @@ pub async fn stream_chat(
         let sent_ns = now_ns();
         let started = Instant::now();
         let url = ep.url();
-        let work = exchange(&c, &url, &request, sent_ns, max_bytes, &headed);
+        let work = exchange(&c, &url, &request, sent_ns, max_bytes, &headed, ep.close_ends);
         let outcome = tokio::time::timeout_at(deadline.into(), work).await.unwrap_or_else(|_| Outcome {
             answer: Err(ClientError::Timeout {
                 seconds: started.elapsed().as_secs_f64(),
@@ -548,7 +558,15 @@ struct Outcome {
 }
 
 /// Writes the request and reads the streamed answer; `headed` is set once the response head is in.
-async fn exchange(c: &Conn, url: &str, request: &[u8], sent_ns: u64, max_bytes: usize, headed: &AtomicBool) -> Outcome {
+async fn exchange(
+    c: &Conn,
+    url: &str,
+    request: &[u8],
+    sent_ns: u64,
+    max_bytes: usize,
+    headed: &AtomicBool,
+    close_ends: bool,
+) -> Outcome {
     let fail = |answer: ClientError, unstamped_reads| Outcome { answer: Err(answer), unstamped_reads, keep: false };
     if let Err(e) = write_all(&c.stream, request).await {
         return fail(ClientError::ClosedBeforeRequest(format!("write: {e}")), 0);
@@ -629,7 +647,7 @@ async fn exchange(c: &Conn, url: &str, request: &[u8], sent_ns: u64, max_bytes: 
     {
         return fail(e, unstamped_reads);
     }
-    let mut assembler = StreamAssembler::default();
+    let mut assembler = StreamAssembler::ending(close_ends);
     for (t, piece) in &held {
         if let Err(e) = assembler.feed(piece, *t) {
             return fail(e, unstamped_reads);

@@ -40,7 +40,8 @@ pub struct Manifest {
 
 /// The wire dialects a profile may name, the default first: the engines of the client's `TOKEN_DIALECTS` table (a
 /// client test keeps the two equal; the client sits above the manifest, so the names are listed here).
-pub const DIALECTS: &[&str] = &["llama.cpp", "vllm", "sglang", "ollama", "tgi", "trtllm", "mistralrs"];
+pub const DIALECTS: &[&str] =
+    &["llama.cpp", "vllm", "sglang", "ollama", "tgi", "trtllm", "mistralrs", "transformers", "llama-cpp-python"];
 
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -84,6 +85,9 @@ pub struct Profile {
     /// The server's wire dialect (`dialect = "vllm"`; `llama.cpp` when not told), one of [`DIALECTS`]: its thinking
     /// switch and token fields (the client's `TokenDialect::of`).
     pub dialect: String,
+    /// How the server ends a streamed answer: its dialect's kind's (`kinds::departures`; `[DONE]` for every kind but
+    /// `transformers`, whose streams end at the body's end after the finish chunk).
+    pub stream_end: crate::kinds::StreamEnd,
     /// Where the server's Prometheus text is scraped before and after a run or bench: the kind's metrics path,
     /// or the profile's `metrics = "/path"`; None with `metrics = false` or when the kind serves none.
     pub metrics_path: Option<String>,
@@ -778,13 +782,27 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     };
     let model_aliases = kind.map_or(&[][..], |k| k.model_aliases);
     let explicit_model = r.string(p, "request_model");
+    // A kind whose server must be asked for its model exactly as it was started with, and lists none to learn it
+    // from (`transformers serve`): a started one is asked for its launch argument; an attached one needs the name.
+    let named_by_launch = kind.is_some_and(|k| crate::kinds::departures(k.name).model_is_launch_argument);
+    if named_by_launch && explicit_model.is_none() && matches!(target, Some(Target::Attach(_))) {
+        p.error(
+            &r.at("request_model"),
+            format!(
+                "required for kind `{}`: its server refuses any model name but the one it was started with, and \
+                 lists none to learn it from",
+                kind.map_or("", |k| k.name)
+            ),
+        );
+    }
     let discover_model = explicit_model.is_none()
         && match &target {
-            Some(Target::Attach(_)) => true,
+            Some(Target::Attach(_)) => !named_by_launch,
             Some(Target::Spawn(s)) => s.kind.is_some_and(|k| k.checks_model_name),
             None => false,
         };
     let request_model = explicit_model.unwrap_or_else(|| match &target {
+        Some(Target::Spawn(s)) if named_by_launch => s.fill().model,
         // A hub model is served under its id (the name a kind's server reports).
         Some(Target::Spawn(s)) => s.model.hub.as_ref().map_or_else(|| s.model.name.clone(), |(id, _)| id.clone()),
         _ => "default".into(),
@@ -892,6 +910,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     if !DIALECTS.contains(&dialect.as_str()) {
         p.error(&r.at("dialect"), format!("unknown dialect `{dialect}` (known: {})", DIALECTS.join(", ")));
     }
+    let stream_end = crate::kinds::departures(&dialect).stream_end;
     let extra_body = match r.table_of(p, "extra_body") {
         None => serde_json::Map::new(),
         Some(t) => crate::suite::extra_body(t, &r.at("extra_body")).unwrap_or_else(|problems| {
@@ -949,6 +968,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         bench_decide,
         features: declared,
         dialect,
+        stream_end,
         metrics_path,
         extra_body,
         missing,

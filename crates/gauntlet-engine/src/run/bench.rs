@@ -219,7 +219,9 @@ pub(crate) async fn measure(
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
     // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
-    let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers()).await;
+    let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
+        .await
+        .map(|e| e.ending_streams_at_close(client.close_ends_stream()));
     let mut pool: Vec<Conn> = Vec::new();
     let mut levels = Vec::new();
     for &c in &workload.concurrency {

@@ -129,7 +129,9 @@ impl Server<'_> {
             .timing_first()
             .with_max_response_bytes(super::bench::response_limit(workload.max_tokens));
         if self.endpoint.is_none() {
-            self.endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers()).await;
+            self.endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
+                .await
+                .map(|e| e.ending_streams_at_close(client.close_ends_stream()));
         }
         let ways = match &self.endpoint {
             Some(ep) => {

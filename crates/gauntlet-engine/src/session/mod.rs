@@ -260,7 +260,9 @@ impl Session {
             Target::Attach(a) => Client::with_transport(&base_url, api_key.clone(), &transport(a)?)
                 .map_err(|e| SessionError::Transport(format!("profile `{}`: {e}", profile.name)))?,
             Target::Spawn(_) => Client::new(&base_url, api_key.clone()),
-        };
+        }
+        // The stream's end is the kind's: `[DONE]`, or the body's end after the finish chunk.
+        .ending_streams_at_close(profile.stream_end == crate::kinds::StreamEnd::FinishThenClose);
         let probe = gpu::probe();
         let mut session = Session {
             base_url,

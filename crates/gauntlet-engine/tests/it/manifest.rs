@@ -203,7 +203,7 @@ fn spawn_command_is_binary_model_host_port_then_arguments_in_order() {
 fn embedded_default_is_valid_and_names_its_servers() {
     let m = Manifest::embedded_default(Path::new(ROOT)).unwrap();
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
-    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "mistralrs", "native", "vllm"]);
+    assert_eq!(m.profiles.keys().collect::<Vec<_>>(), vec!["default", "mistralrs", "native", "transformers", "vllm"]);
     assert_eq!(m.default_profile.as_deref(), Some("default"));
 }
 
@@ -318,6 +318,46 @@ server_arguments = ["--dtype", "half"]
     let mut bad = text.replace("[\"--dtype\", \"half\"]", "[\"--max-model-len\", \"1\"]");
     bad = bad.replace("parallel = 4\ncontext = 8192\n", "");
     assert!(errors(&bad).contains("`--max-model-len`"), "a template's flag is the profile's to set");
+}
+
+/// `transformers serve` refuses any model name but its launch argument and lists none: a started one is asked
+/// for that argument (no discovery), an attached one must name it; its streams end at the body's end (kind data),
+/// every other kind's with `[DONE]`.
+#[test]
+fn a_transformers_profile_names_its_launch_argument_and_ends_streams_at_close() {
+    use gauntlet_engine::kinds::StreamEnd;
+    let text = r#"
+version = 1
+[models.dir]
+path = "models/m.hf"
+[servers.t]
+kind = "transformers"
+binary = "bin/transformers"
+[profiles.p]
+model = "dir"
+server = "t"
+port = 8000
+"#;
+    let m = Manifest::parse(text, "test.toml", Path::new(ROOT)).unwrap();
+    let p = m.select_unchecked(Some("p")).unwrap();
+    let Target::Spawn(s) = &p.target else { panic!("spawns") };
+    let model = Path::new(ROOT).join("models/m.hf").display().to_string();
+    assert_eq!(s.command()[1..].join(" "), format!("serve --host 127.0.0.1 --port 8000 {model}"));
+    assert_eq!((p.request_model.as_str(), p.discover_model), (model.as_str(), false));
+    assert_eq!((p.dialect.as_str(), p.stream_end), ("transformers", StreamEnd::FinishThenClose));
+    let attached = "version = 1\n[profiles.o]\nbase_url = \"http://127.0.0.1:8000\"\nkind = \"transformers\"\n";
+    assert!(
+        errors(attached).contains("profiles.o.request_model: required for kind `transformers`"),
+        "{}",
+        errors(attached)
+    );
+    let named = attached.replace("kind =", "request_model = \"/m\"\nkind =");
+    let m = Manifest::parse(&named, "t.toml", Path::new(ROOT)).unwrap();
+    let o = m.select_unchecked(Some("o")).unwrap();
+    assert_eq!((o.request_model.as_str(), o.discover_model, o.stream_end), ("/m", false, StreamEnd::FinishThenClose));
+    let vllm = "version = 1\n[profiles.v]\nbase_url = \"http://127.0.0.1:8000\"\nkind = \"vllm\"\n";
+    let m = Manifest::parse(vllm, "t.toml", Path::new(ROOT)).unwrap();
+    assert_eq!(m.select_unchecked(Some("v")).unwrap().stream_end, StreamEnd::DoneLine);
 }
 
 #[test]

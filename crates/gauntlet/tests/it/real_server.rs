@@ -14,6 +14,7 @@ mod netfault;
 mod paired;
 mod speed;
 mod structured;
+mod transformers;
 mod vllm;
 
 fn home() -> PathBuf {
