@@ -56,7 +56,7 @@ fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() 
     // Written again, it is a current record whose identity reads back typed.
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.identity, run.identity);
-    assert_eq!(RUN_RECORD_VERSION, 9);
+    assert_eq!(RUN_RECORD_VERSION, 10);
 }
 
 #[test]
