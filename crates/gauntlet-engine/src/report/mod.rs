@@ -73,7 +73,12 @@ pub fn lossless_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
         Some(j) => format!("; the control moved ≤ {:.3} nats over {} shared tokens", j.max_nats, j.tokens),
         None => String::new(),
     };
-    Some(format!("{} against `{}` with a control: {}{jitter}", l.result.verdict.to_uppercase(), l.against, l.tally()))
+    Some(format!(
+        "{} against profile {} with a control: {}{jitter}",
+        l.result.verdict.to_uppercase(),
+        l.against,
+        l.tally()
+    ))
 }
 
 /// The noise floor the text comparison with the baseline was judged against (run.json `baseline_jitter`), in
