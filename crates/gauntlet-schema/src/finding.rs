@@ -77,6 +77,18 @@ pub enum FindingKind {
     SpeedUnsettled,
     /// The draft model's acceptance rate fell below the warning ratio of the baseline's (speculative decoding).
     DraftAcceptanceDropped,
+    /// The draft model (speculative decoding) differs from the baseline's: its file, size or digest. Its settings
+    /// are identity; its bytes are what a change under test may swap, so it is named here, never silent.
+    DraftChanged,
+    /// Losslessness with a control: the draft's greedy tokens equal those without it (or differ only by a
+    /// near-tie flip whose checks pass). A note.
+    Lossless,
+    /// The draft's greedy tokens differ from those without it where the control (the server without the draft,
+    /// answering again) reproduced them: the draft is not lossless.
+    LosslessDiffers,
+    /// The draft's tokens differ and so does the control: the server differs from itself, so the draft can be
+    /// neither blamed nor cleared.
+    LosslessCannotTell,
     /// Decode speeds were not comparable (token sources differ).
     DecodeNotCompared,
     /// The server held no memory on the GPU it is bound to.
@@ -130,6 +142,10 @@ impl FindingKind {
         FindingKind::SlowLoad,
         FindingKind::SpeedUnsettled,
         FindingKind::DraftAcceptanceDropped,
+        FindingKind::DraftChanged,
+        FindingKind::Lossless,
+        FindingKind::LosslessDiffers,
+        FindingKind::LosslessCannotTell,
         FindingKind::DecodeNotCompared,
         FindingKind::ServerNotOnGpu,
         FindingKind::GpuUseUnknown,
@@ -168,6 +184,10 @@ impl FindingKind {
             FindingKind::ServerChanged => "server-changed",
             FindingKind::SlowDecode => "slow-decode",
             FindingKind::DraftAcceptanceDropped => "draft-acceptance-dropped",
+            FindingKind::DraftChanged => "draft-changed",
+            FindingKind::Lossless => "lossless",
+            FindingKind::LosslessDiffers => "lossless-differs",
+            FindingKind::LosslessCannotTell => "lossless-cannot-tell",
             FindingKind::SlowLoad => "slow-load",
             FindingKind::SpeedUnsettled => "speed-unsettled",
             FindingKind::DecodeNotCompared => "decode-not-compared",
@@ -210,6 +230,10 @@ impl FindingKind {
             "server-changed" => FindingKind::ServerChanged,
             "slow-decode" => FindingKind::SlowDecode,
             "draft-acceptance-dropped" => FindingKind::DraftAcceptanceDropped,
+            "draft-changed" => FindingKind::DraftChanged,
+            "lossless" => FindingKind::Lossless,
+            "lossless-differs" => FindingKind::LosslessDiffers,
+            "lossless-cannot-tell" => FindingKind::LosslessCannotTell,
             "slow-load" => FindingKind::SlowLoad,
             "speed-unsettled" => FindingKind::SpeedUnsettled,
             "decode-not-compared" => FindingKind::DecodeNotCompared,

@@ -54,6 +54,9 @@ pub struct Identity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recipe {
     pub model: ModelIdentity,
+    /// Speculative decoding's draft model, `null` without one: `{"model": {name, file, size, sha256}, "flag",
+    /// "arguments"}`. Its `model` (the draft's bytes) is kept out of the digest (see
+    /// [`IdentityRecord::digest_value`]); the flag and the settings are identity.
     pub draft: Value,
     pub server: ServerIdentity,
     pub server_arguments: Vec<String>,
@@ -165,13 +168,30 @@ impl IdentityRecord {
     }
 
     /// What the identity digest is taken over: the JSON without `build`, so that a rebuilt binary keeps its
-    /// identity (and its baseline).
+    /// identity (and its baseline), and without the draft model's bytes (`recipe.draft.model`): a profile that
+    /// runs a draft differs from one that does not, and its draft settings are identity, but a change that swaps
+    /// the draft file must still meet the baseline of the draft before it, so that an acceptance rate that
+    /// collapses is a finding, not a fresh start (the swap itself is the finding `draft-changed`). A record
+    /// without a draft (`draft: null`) has the digest it always had.
     pub fn digest_value(&self) -> Value {
         let mut v = self.to_value();
         if let Value::Object(map) = &mut v {
             map.remove("build");
         }
+        if let Some(Value::Object(draft)) = v.get_mut("recipe").and_then(|r| r.get_mut("draft")) {
+            draft.remove("model");
+        }
         v
+    }
+
+    /// The draft model's identity (`recipe.draft.model`), `null` without a draft.
+    pub fn draft_model_value(&self) -> Value {
+        self.to_value()
+            .get("recipe")
+            .and_then(|r| r.get("draft"))
+            .and_then(|d| d.get("model"))
+            .cloned()
+            .unwrap_or(Value::Null)
     }
 
     /// The `build` member, as JSON (`null` when absent).
@@ -265,6 +285,26 @@ mod tests {
         assert_eq!(id.to_value(), v);
         assert_eq!(id.digest_value(), spawned());
         assert_eq!(id.build_value()["binary_sha256"], "ff");
+    }
+
+    #[test]
+    fn the_draft_files_bytes_are_left_out_of_the_digest_value_but_its_settings_are_not() {
+        let mut v = spawned();
+        v["recipe"]["draft"] = json!({
+            "model": {"name": "d", "file": "d.gguf", "size": 5, "sha256": "cd"},
+            "flag": "-md",
+            "arguments": ["--spec-draft-n-max", "8"],
+        });
+        let id = IdentityRecord::from_value(v.clone());
+        assert!(id.current().is_some());
+        assert_eq!(id.to_value(), v);
+        let digest = id.digest_value();
+        assert_eq!(digest["recipe"]["draft"], json!({"flag": "-md", "arguments": ["--spec-draft-n-max", "8"]}));
+        assert_ne!(digest, spawned(), "a profile with a draft never shares the digest of one without");
+        assert_eq!(id.draft_model_value()["sha256"], "cd");
+        // Without a draft the digest value is what it always was.
+        assert_eq!(IdentityRecord::from_value(spawned()).digest_value(), spawned());
+        assert!(IdentityRecord::from_value(spawned()).draft_model_value().is_null());
     }
 
     #[test]

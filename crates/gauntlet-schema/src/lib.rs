@@ -11,6 +11,7 @@ pub mod determinism;
 pub mod diff;
 pub mod finding;
 pub mod identity;
+pub mod lossless;
 pub mod paired;
 pub mod qualify;
 pub mod run;

@@ -10,6 +10,9 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 10 added `lossless` (speculative decoding's losslessness against the profile named by
+/// `lossless_against`, with a control) and the identity's `recipe.draft` (the draft model and its settings, `null`
+/// before); older records read without them.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
@@ -29,11 +32,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 9;
+pub const RUN_RECORD_VERSION: u32 = 10;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -96,6 +99,9 @@ pub struct RunRecord {
     /// case: the noise floor the text-drift findings were judged against (version 9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_jitter: Option<crate::tokens::Jitter>,
+    /// Losslessness of the profile's draft against the same server without it, with a control (version 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lossless: Option<crate::lossless::LosslessRecord>,
 }
 
 /// One build step of a spawned server, as `run.json` and `bench.json` record it.

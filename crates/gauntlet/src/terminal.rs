@@ -239,6 +239,12 @@ pub fn summary(out: &mut dyn Write, run: &RunRecord, dir: &Path) -> std::io::Res
     if let Some(j) = gauntlet_engine::report::jitter_line(run) {
         writeln!(out, "  text jitter vs baseline: {j}")?;
     }
+    if let Some(d) = gauntlet_engine::report::draft_line(run) {
+        writeln!(out, "  draft: {d}")?;
+    }
+    if let Some(l) = gauntlet_engine::report::lossless_line(run) {
+        writeln!(out, "  lossless: {l}")?;
+    }
     writeln!(out, "report: {}", dir.join("report.md").display())
 }
 

@@ -8,35 +8,13 @@
 
 use std::collections::HashMap;
 
-use gauntlet_schema::tokens::{AnswerTokens, DivergenceClass, TokenDivergence, first_divergent_token};
-use serde::{Deserialize, Serialize};
+use gauntlet_schema::tokens::{AnswerTokens, DivergenceClass, Jitter, first_divergent_token, shared_deltas};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::first_difference;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CaseComparison {
-    pub id: String,
-    /// identical · differs · drift (a near-tie flip, checks pass) · inconclusive · missing
-    pub status: String,
-    pub char_index: Option<usize>,
-    /// Index (from 0) of the first token at which B parts from A, when both carry tokens.
-    pub first_divergent_token: Option<usize>,
-    /// Both tokens there and their gap in A's alternatives.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_divergence: Option<TokenDivergence>,
-    /// Whether the control agreed with A on this case (None without a control).
-    pub control_identical: Option<bool>,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Lossless {
-    /// pass · fail · inconclusive
-    pub verdict: String,
-    pub controlled: bool,
-    pub cases: Vec<CaseComparison>,
-}
+pub use gauntlet_schema::lossless::{CaseComparison, Lossless};
 
 struct Answer {
     text: Option<String>,
@@ -87,6 +65,34 @@ fn index(v: &[(String, Answer)]) -> HashMap<&str, usize> {
 }
 
 pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossless, String> {
+    lossless_judged(a, b, control, None)
+}
+
+/// How far the logprobs of the tokens A and its control share moved, pooled over every case both answered: the
+/// server's own jitter without the draft. None without logprobs on both sides.
+pub fn control_jitter(a: &Value, control: &Value) -> Result<Option<Jitter>, String> {
+    let (av, cv) = (answers(a, "A")?, answers(control, "control")?);
+    let ci = index(&cv);
+    let mut pool = Vec::new();
+    for (id, ans) in &av {
+        if let (Some(i), Some(x)) = (ci.get(id.as_str()), &ans.tokens)
+            && let Some(y) = &cv[*i].1.tokens
+        {
+            shared_deltas(x, y, &mut pool);
+        }
+    }
+    Ok(Jitter::measure(&pool))
+}
+
+/// [`lossless`], each divergence of B from A judged against `jitter` (the control's, [`control_jitter`]): its
+/// words then say whether B's swing lies within the server's own jitter. The statuses do not change with it: a
+/// divergence the control did not show is a difference whatever its class, save a near-tie flip whose checks pass.
+pub fn lossless_judged(
+    a: &Value,
+    b: &Value,
+    control: Option<&Value>,
+    jitter: Option<&Jitter>,
+) -> Result<Lossless, String> {
     if a["suite"]["digest"] != b["suite"]["digest"] {
         return Err(format!(
             "A and B ran different suites ({} and {}): their answers cannot be compared",
@@ -128,7 +134,10 @@ pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossles
         };
         let char_index = first_difference(ta, tb);
         let token_divergence = match (&ans_a.tokens, &ans_b.tokens) {
-            (Some(x), Some(y)) => first_divergent_token(x, y),
+            (Some(x), Some(y)) => first_divergent_token(x, y).map(|d| match jitter {
+                Some(j) => d.judged(Some(j.clone())),
+                None => d,
+            }),
             _ => None,
         };
         let differs = char_index.is_some() || token_divergence.is_some();

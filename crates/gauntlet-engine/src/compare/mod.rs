@@ -89,6 +89,20 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
             case: None,
         });
     }
+    // The draft's bytes are outside the digest (so its baseline is still found): a swap is named, never silent.
+    let (draft_then, draft_now) = (baseline.identity.draft_model_value(), run.identity.draft_model_value());
+    if draft_then != draft_now {
+        let fields = identity_differences(&draft_then, &draft_now);
+        out.push(Finding {
+            kind: FindingKind::DraftChanged,
+            severity: Severity::Warn,
+            message: format!(
+                "the draft model differs from the baseline's: {}",
+                fields.iter().map(|f| format!("draft.model.{f}")).collect::<Vec<_>>().join("; ")
+            ),
+            case: None,
+        });
+    }
     // What an attached server says about itself, compared only when both runs asked (older records did not). The
     // engine it was taken for is named by its own finding below, only when both records name one.
     if let (Some(old), Some(new)) = (baseline.runtime.get("server"), run.runtime.get("server")) {

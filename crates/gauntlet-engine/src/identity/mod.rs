@@ -139,6 +139,30 @@ pub fn compose(profile: &Profile, home: &Path, facts: Facts) -> Result<Identity,
                     json!({"name": s.model.name, "file": file_name, "size": meta.len(), "sha256": sha})
                 }
             };
+            // The draft (speculative decoding): its file like the model's, its flag and settings. Its bytes are
+            // kept out of the digest (`IdentityRecord::digest_value`); a swap is the finding `draft-changed`.
+            let draft = match &s.draft {
+                None => Value::Null,
+                Some(d) => {
+                    let fail = |reason: String| IdentityError {
+                        path: d.model.path.display().to_string(),
+                        reason: format!("draft: {reason}"),
+                    };
+                    let meta = std::fs::metadata(&d.model.path).map_err(|e| fail(e.to_string()))?;
+                    let sha = sha256_file_memo(&d.model.path, home).map_err(|e| fail(e.to_string()))?;
+                    if let Some(want) = &d.model.sha256
+                        && *want != sha
+                    {
+                        return Err(fail(format!("sha256 is {sha}, the manifest says {want}")));
+                    }
+                    let file = d.model.path.file_name().map(|n| n.to_string_lossy().into_owned());
+                    json!({
+                        "model": {"name": d.model.name, "file": file, "size": meta.len(), "sha256": sha},
+                        "flag": d.flag,
+                        "arguments": d.arguments.iter().map(|a| crate::util::redact::text(a).into_owned()).collect::<Vec<_>>(),
+                    })
+                }
+            };
             // A server without a kind keeps the identity it always had (its baselines are still found).
             let mut server = json!({"kind": "spawned", "name": s.server_name});
             if let Some(k) = s.kind {
@@ -155,7 +179,7 @@ pub fn compose(profile: &Profile, home: &Path, facts: Facts) -> Result<Identity,
             (
                 json!({
                     "model": model,
-                    "draft": Value::Null,
+                    "draft": draft,
                     "server": server,
                     // Secrets are neither identity nor recorded: a secret variable's value is the mark (rotating a
                     // token keeps the identity), and a registered secret inside an argument is redacted before

@@ -93,6 +93,9 @@ pub struct Profile {
     pub metrics_path: Option<String>,
     /// `extra_body`: fields merged into every request of this profile (a case's own `extra_body` wins).
     pub extra_body: serde_json::Map<String, serde_json::Value>,
+    /// `lossless_against = "PROFILE"`: the gate runs that profile (the same server without this one's draft)
+    /// twice, a reference and a control, and judges whether this profile's greedy answers are theirs.
+    pub lossless_against: Option<String>,
     /// Files this profile needs that are absent or unusable; checked when the profile is selected.
     missing: Vec<String>,
 }
@@ -130,6 +133,8 @@ pub struct SpawnSpec {
     pub secret_environment: Vec<String>,
     /// `[servers.NAME.build]`: gauntlet builds the binary before it starts it.
     pub build: Option<super::BuildSpec>,
+    /// The profile's `draft` (speculative decoding): passed after the profile's arguments.
+    pub draft: Option<DraftSpec>,
     /// The profile's `device`: a GPU binding makes only that device visible to the server (see
     /// [`Device::visibility_environment`]), so two profiles of one host bound to two GPUs never share one.
     pub device: Device,
@@ -144,6 +149,7 @@ impl SpawnSpec {
         if let Some(template) = &self.template {
             argv.extend(crate::kinds::launch_argv(self.kind, template, &self.fill()));
             argv.extend(self.arguments.iter().cloned());
+            argv.extend(self.draft.iter().flat_map(DraftSpec::argv));
             return argv;
         }
         if let Some(flag) = &self.model_flag {
@@ -152,6 +158,7 @@ impl SpawnSpec {
         argv.push(self.model.path.display().to_string());
         argv.extend([self.host_flag.clone(), self.host.clone(), self.port_flag.clone(), self.port.to_string()]);
         argv.extend(self.arguments.iter().cloned());
+        argv.extend(self.draft.iter().flat_map(DraftSpec::argv));
         argv
     }
 
@@ -191,6 +198,24 @@ impl SpawnSpec {
     pub fn base_url(&self) -> String {
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         format!("http://{host}:{}", self.port)
+    }
+}
+
+/// A draft model for speculative decoding: a `[models]` file, the flag that passes it (the kind's, or a custom
+/// server's `draft_flag`) and the profile's `draft_arguments` (its settings), in order.
+#[derive(Debug, Clone)]
+pub struct DraftSpec {
+    pub model: ModelSpec,
+    pub flag: String,
+    pub arguments: Vec<String>,
+}
+
+impl DraftSpec {
+    /// `FLAG PATH SETTINGS…`, as the server gets them.
+    pub fn argv(&self) -> Vec<String> {
+        let mut out = vec![self.flag.clone(), self.model.path.display().to_string()];
+        out.extend(self.arguments.iter().cloned());
+        out
     }
 }
 
@@ -354,6 +379,8 @@ struct ServerDef {
     model_flag: Option<String>,
     host_flag: String,
     port_flag: String,
+    /// A custom server's flag for a draft model's file (a kind's comes from the kinds table).
+    draft_flag: Option<String>,
     health_path: String,
     environment: BTreeMap<String, String>,
     secret_environment: Vec<String>,
@@ -465,6 +492,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                 "model_flag",
                 "host_flag",
                 "port_flag",
+                "draft_flag",
                 "health_path",
                 "environment",
                 "secret_environment",
@@ -481,7 +509,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             found
         });
         if kind.is_some() {
-            for key in ["model_flag", "host_flag", "port_flag"] {
+            for key in ["model_flag", "host_flag", "port_flag", "draft_flag"] {
                 if r.has(key) {
                     p.error(&r.at(key), "is set by the kind's launch template (write `launch` to change it)");
                 }
@@ -512,6 +540,12 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
         let model_flag = r.string(p, "model_flag").unwrap_or_else(|| "-m".into());
         let host_flag = r.string(p, "host_flag").unwrap_or_else(|| "--host".into());
         let port_flag = r.string(p, "port_flag").unwrap_or_else(|| "--port".into());
+        let draft_flag = r.string(p, "draft_flag");
+        if let Some(f) = &draft_flag
+            && !f.starts_with('-')
+        {
+            p.error(&r.at("draft_flag"), format!("`{f}` is not a flag (must start with -)"));
+        }
         for (key, flag) in [("host_flag", &host_flag), ("port_flag", &port_flag)] {
             if !flag.starts_with('-') {
                 p.error(&r.at(key), format!("`{flag}` is not a flag (must start with -)"));
@@ -547,6 +581,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
                     model_flag: (!model_flag.is_empty()).then_some(model_flag),
                     host_flag,
                     port_flag,
+                    draft_flag,
                     health_path,
                     environment,
                     secret_environment,
@@ -608,6 +643,9 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "dialect",
             "extra_body",
             "metrics",
+            "draft",
+            "draft_arguments",
+            "lossless_against",
         ],
     );
     let errors_before = p.errors.len();
@@ -626,6 +664,8 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             "stop_grace",
             "parallel",
             "context",
+            "draft",
+            "draft_arguments",
         ] {
             if r.has(key) {
                 p.error(&r.at(key), "has no effect with `base_url` (gauntlet does not start an attached server)");
@@ -696,8 +736,18 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         let mut secrets = secret_environment(p, &r);
         let parallel = r.integer(p, "parallel", 1, 65536).map(|n| n as u32);
         let context = r.integer(p, "context", 1, 1 << 24).map(|n| n as u32);
+        let draft = read_draft(p, &r, models, doc, server.as_ref().map(|(_, d)| *d), &mut missing);
         if let (Some(model), Some((server_name, def)), Some(port)) = (model, server, port) {
             check_arguments(p, &r.at("server_arguments"), &arguments, def);
+            if let Some(d) = &draft {
+                check_arguments(p, &r.at("draft_arguments"), &d.arguments, def);
+                if let Some(i) = arguments.iter().position(|a| *a == d.flag) {
+                    p.error(
+                        &format!("{}[{i}]", r.at("server_arguments")),
+                        format!("`{}` is the profile's `draft` (give the draft model there, not here)", d.flag),
+                    );
+                }
+            }
             check_kind(p, &r, &model, def, parallel, context);
             missing.extend(def.missing.iter().cloned());
             let mut env = def.environment.clone();
@@ -749,6 +799,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
                 environment: env,
                 secret_environment: marked,
                 build: def.build.clone(),
+                draft,
                 device: Device::Cpu,
             })))
         } else {
@@ -846,6 +897,17 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
             if r.has(key) {
                 p.error(&r.at(key), "needs a GPU `device` (\"nvidia:N\" or \"amd:N\")");
             }
+        }
+    }
+    let lossless_against = r.string(p, "lossless_against");
+    if let Some(other) = &lossless_against {
+        if other == name {
+            p.error(
+                &r.at("lossless_against"),
+                "names this profile itself: it must be the same server without the draft",
+            );
+        } else if !defined(doc, "profiles", other) {
+            p.error(&r.at("lossless_against"), format!("`{other}` is not defined under [profiles]"));
         }
     }
     let mut thresholds = Thresholds {
@@ -971,8 +1033,65 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         stream_end,
         metrics_path,
         extra_body,
+        lossless_against,
         missing,
     })
+}
+
+/// `draft = "MODEL"` (a `[models]` file) and `draft_arguments`: the draft model of speculative decoding, passed
+/// with the kind's draft flag (or a custom server's `draft_flag`). A draft flag given in `server_arguments`
+/// instead is refused by the caller: the draft's file must be hashed into the identity.
+fn read_draft(
+    p: &mut Problems,
+    r: &Reader,
+    models: &BTreeMap<String, (ModelSpec, Vec<String>)>,
+    doc: &Table,
+    server: Option<&ServerDef>,
+    missing: &mut Vec<String>,
+) -> Option<DraftSpec> {
+    let arguments = r.string_array(p, "draft_arguments");
+    let Some(name) = r.string(p, "draft") else {
+        if arguments.is_some() {
+            p.error(&r.at("draft_arguments"), "needs `draft` (the draft model)");
+        }
+        return None;
+    };
+    let Some((model, problems)) = models.get(&name) else {
+        if !defined(doc, "models", &name) {
+            p.error(&r.at("draft"), format!("`{name}` is not defined under [models]"));
+        }
+        return None;
+    };
+    if model.is_dir || model.hub.is_some() {
+        p.error(&r.at("draft"), format!("`{name}` is not a file: a draft model is one file"));
+        return None;
+    }
+    let server = server?;
+    let flag = match server.kind {
+        Some(k) => match k.draft {
+            crate::kinds::Draft::File(f) => f.to_owned(),
+            other => {
+                p.error(
+                    &r.at("draft"),
+                    format!(
+                        "kind `{}` takes no draft file by flag (its draft: {}); pass it in `server_arguments`",
+                        k.name,
+                        other.describe()
+                    ),
+                );
+                return None;
+            }
+        },
+        None => match &server.draft_flag {
+            Some(f) => f.clone(),
+            None => {
+                p.error(&r.at("draft"), "the server has no kind and no `draft_flag`: gauntlet cannot pass a draft");
+                return None;
+            }
+        },
+    };
+    missing.extend(problems.iter().cloned());
+    Some(DraftSpec { model: model.clone(), flag, arguments: arguments.unwrap_or_default() })
 }
 
 /// Where a profile's CI job runs when the manifest does not say: a hosted runner for the CPU, a self-hosted one

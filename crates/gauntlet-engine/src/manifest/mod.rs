@@ -11,7 +11,8 @@ pub use device::Device;
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{
-    AttachSpec, DIALECTS, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile, SpawnSpec, Target,
+    AttachSpec, DIALECTS, DraftSpec, MANIFEST_VERSION, Manifest, ManifestError, ModelSpec, PathTable, Profile,
+    SpawnSpec, Target,
 };
 pub use qualify::{
     DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, lm_eval_task_ok, read_corpus,

@@ -29,6 +29,12 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         _ => "not measured (no case with ≥ 32 completion tokens)".into(),
     };
     let _ = writeln!(s, "| decode | {decode} |");
+    if let Some(d) = super::draft_line(run) {
+        let _ = writeln!(s, "| draft | {} |", text(&d));
+    }
+    if let Some(l) = super::lossless_line(run) {
+        let _ = writeln!(s, "| lossless | {} |", text(&l));
+    }
     let base = match &run.baseline {
         Some(b) => format!("{} (profile {}, {})", code(&b.path), text(&b.profile), text(&b.started_at)),
         None => "none".into(),

@@ -27,6 +27,60 @@ pub fn is_server_change(f: &Finding) -> bool {
     f.kind == FindingKind::ServerChanged && f.severity != Severity::Info
 }
 
+/// Speculative decoding in words: the draft (file, digest prefix, settings) and what it achieved
+/// (`acceptance 71.2 % (534 of 750 drafted tokens, 12 answers), 2.31 tokens per target step`); None for a run with
+/// no draft in its identity and no draft counts.
+pub fn draft_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
+    let draft = run.identity.current().map(|i| i.recipe.draft.clone()).unwrap_or(serde_json::Value::Null);
+    let counts = run.decode.draft.as_ref();
+    if draft.is_null() && counts.is_none() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if let Some(m) = draft.get("model") {
+        let file = m.get("file").and_then(|f| f.as_str()).unwrap_or("?");
+        let sha: String = m.get("sha256").and_then(|f| f.as_str()).unwrap_or("?").chars().take(12).collect();
+        let settings: Vec<&str> = draft
+            .get("arguments")
+            .and_then(|a| a.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str())
+            .collect();
+        let settings = if settings.is_empty() { "default settings".to_owned() } else { settings.join(" ") };
+        parts.push(format!("{file} (sha256 {sha}…; {settings})"));
+    }
+    match counts {
+        Some(d) => {
+            let rate =
+                d.acceptance_rate.map_or("no token drafted".to_owned(), |r| format!("acceptance {:.1} %", r * 100.0));
+            let length = d.mean_accepted_length.map_or(String::new(), |l| format!(", {l:.2} tokens per target step"));
+            parts.push(format!(
+                "{rate} ({} of {} drafted tokens, {} answers){length}",
+                d.accepted_tokens, d.drafted_tokens, d.answers
+            ));
+        }
+        None => parts.push("the server reported no draft counts".to_owned()),
+    }
+    Some(parts.join("; "))
+}
+
+/// Losslessness against the profile without the draft, in words: `PASS against profile native with a control:
+/// identical 14, drift 1`; None when the run did not check it.
+pub fn lossless_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
+    let l = run.lossless.as_ref()?;
+    let jitter = match &l.control_jitter {
+        Some(j) => format!("; the control moved ≤ {:.3} nats over {} shared tokens", j.max_nats, j.tokens),
+        None => String::new(),
+    };
+    Some(format!(
+        "{} against profile {} with a control: {}{jitter}",
+        l.result.verdict.to_uppercase(),
+        l.against,
+        l.tally()
+    ))
+}
+
 /// The noise floor the text comparison with the baseline was judged against (run.json `baseline_jitter`), in
 /// words: `≤ 0.120 nats over 788 shared tokens (median 0.002, p99 0.001); a flip is numerical when its swing is
 /// ≤ 0.240`; None without a baseline comparison that measured one.

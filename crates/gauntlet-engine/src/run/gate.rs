@@ -254,6 +254,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         build,
         server_metrics,
         baseline_jitter: None,
+        lossless: None,
     };
     if !spawned && record.build.is_none() {
         record.findings.push(Finding {

@@ -5,6 +5,7 @@ pub mod bench_html;
 pub mod bench_report;
 mod bench_spill;
 mod gate;
+pub mod lossless;
 mod outputs;
 
 // The bench record's types live in the schema crate; re-exported here so that callers keep their paths.

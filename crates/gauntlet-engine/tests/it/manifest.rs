@@ -387,3 +387,99 @@ fn a_paired_bench_decides_on_the_metrics_the_profile_names() {
         assert!(e.contains(why), "{decide}: {e}");
     }
 }
+
+/// `draft` (#31): a `[models]` file passed with the server's draft flag after the profile's arguments, then its
+/// settings; refused where gauntlet could not pass or hash it.
+#[test]
+fn a_draft_is_passed_by_the_servers_flag_and_refused_where_it_cannot_be() {
+    let text = r#"
+version = 1
+[models.m]
+path = "models/m.gguf"
+[models.d]
+path = "models/d.gguf"
+[servers.s]
+binary = "bin/server"
+draft_flag = "-md"
+[profiles.ar]
+model = "m"
+server = "s"
+port = 8080
+server_arguments = ["-c", "2048"]
+[profiles.spec]
+model = "m"
+server = "s"
+port = 8080
+server_arguments = ["-c", "2048"]
+draft = "d"
+draft_arguments = ["--spec-type", "draft-simple"]
+lossless_against = "ar"
+"#;
+    let m = Manifest::parse(text, "test.toml", Path::new(ROOT)).unwrap();
+    let spec = &m.profiles["spec"];
+    assert_eq!(spec.lossless_against.as_deref(), Some("ar"));
+    let Target::Spawn(s) = &spec.target else { panic!("spawned") };
+    let argv = s.command();
+    let tail: Vec<&str> = argv[argv.len() - 4..].iter().map(String::as_str).collect();
+    assert_eq!(tail, ["-md", &format!("{ROOT}/models/d.gguf"), "--spec-type", "draft-simple"]);
+    let Target::Spawn(a) = &m.profiles["ar"].target else { panic!("spawned") };
+    assert!(a.draft.is_none() && !a.command().contains(&"-md".to_owned()));
+
+    // The draft flag in server_arguments, settings without a draft, an unknown reference, a server with no way
+    // to pass a draft, a kind that takes none by flag, and a profile checked against itself: each refused.
+    let bad = r#"
+version = 1
+[models.m]
+path = "models/m.gguf"
+[models.d]
+path = "models/d.gguf"
+[servers.s]
+binary = "bin/server"
+draft_flag = "-md"
+[servers.plain]
+binary = "bin/server"
+[servers.v]
+kind = "vllm"
+binary = "bin/python"
+[profiles.a]
+model = "m"
+server = "s"
+port = 8080
+server_arguments = ["-md", "other.gguf"]
+draft = "d"
+[profiles.b]
+model = "m"
+server = "s"
+port = 8080
+draft_arguments = ["--spec-type", "draft-simple"]
+lossless_against = "nowhere"
+[profiles.c]
+model = "m"
+server = "plain"
+port = 8080
+draft = "d"
+lossless_against = "c"
+[profiles.e]
+model = "m"
+server = "v"
+port = 8080
+draft = "missing"
+[profiles.f]
+model = "m"
+server = "v"
+port = 8080
+draft = "d"
+"#;
+    let e = errors(bad);
+    for want in [
+        "profiles.a.server_arguments[0]: `-md` is the profile's `draft`",
+        "profiles.b.draft_arguments: needs `draft`",
+        "profiles.b.lossless_against: `nowhere` is not defined under [profiles]",
+        "profiles.c.draft: the server has no kind and no `draft_flag`",
+        "profiles.c.lossless_against: names this profile itself",
+        "profiles.e.draft: `missing` is not defined under [models]",
+        "profiles.f.draft: kind `vllm` takes no draft file by flag",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
+}

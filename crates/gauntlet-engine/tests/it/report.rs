@@ -132,6 +132,7 @@ fn record() -> (RunRecord, RunRecord) {
         build: None,
         server_metrics: None,
         baseline_jitter: None,
+        lossless: None,
     };
     let mut base = run.clone();
     base.cases[1].observed = Some("{\"tool\": 3}".into());

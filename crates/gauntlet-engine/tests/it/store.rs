@@ -63,6 +63,7 @@ pub(crate) fn record(args: &[&str], note: &str) -> RunRecord {
         build: None,
         server_metrics: None,
         baseline_jitter: None,
+        lossless: None,
     }
 }
 

@@ -99,7 +99,22 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
         baseline: baseline.as_ref().map(|(r, p)| (r, p.clone())),
         built,
     };
-    let record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
+    let mut record = run_gate(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
+    // Losslessness: the profile named by `lossless_against` (the same server without the draft) answers the suite
+    // twice, a reference and a control, each with its own server lifecycle.
+    if let Some(other) = &profile.lossless_against {
+        let reference = select_profile(&manifest, Some(other), None)?;
+        errln!(
+            "gauntlet: losslessness: running `{other}` twice (reference and control) to compare its answers with these"
+        );
+        gauntlet_engine::run::lossless::check_lossless(
+            &mut record,
+            &reference,
+            &out_dir,
+            &mut gauntlet_engine::run::Silent,
+        )
+        .map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
+    }
     // Everything below writes or prints the record: only its redacted form goes on.
     let record = gauntlet_engine::run::redacted(&record).into_owned();
     let history = gauntlet_engine::run::history_points(&store, &identity.digest).unwrap_or_default();

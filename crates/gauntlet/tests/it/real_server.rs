@@ -12,6 +12,7 @@ use serde_json::Value;
 mod mistralrs;
 mod netfault;
 mod paired;
+mod speculative;
 mod speed;
 mod structured;
 mod transformers;

@@ -105,6 +105,11 @@ fn facts(html: &mut String, run: &RunRecord) {
     ] {
         let _ = write!(html, "<dt>{k}</dt><dd id=\"{}\">{}</dd>", k.to_lowercase().replace(' ', "-"), escape(&v));
     }
+    for (k, v) in [("Draft", super::super::draft_line(run)), ("Lossless", super::super::lossless_line(run))] {
+        if let Some(v) = v {
+            let _ = write!(html, "<dt>{k}</dt><dd id=\"{}\">{}</dd>", k.to_lowercase(), escape(&v));
+        }
+    }
     html.push_str("</dl>\n");
 }
 
