@@ -4,7 +4,8 @@
 #
 # The slowdown is injected by the delaying proxy (`gauntlet-fake-server --proxy-to URL --event-delay-us N`), not by
 # a CPU quota: it adds N µs to every streamed token, N = slowdown × the server's own per-token time measured at the
-# start, so the size of the slowdown is known. Every profile goes through a proxy (delay 0 for "unchanged"), so both
+# start, so the size of the slowdown is known. The proxy also rewrites the llama.cpp `timings` it forwards as that
+# slower server would report them, so the slowdown shows on the server's clock too. Every profile goes through a proxy (delay 0 for "unchanged"), so both
 # members of a comparison pay the proxy's own cost. One llama-server serves everything, one request at a time.
 #
 # Per trial, per slowdown s in GAUNTLET_DETECT_SLOWDOWNS (0 = the false-alarm case) and per size n in
