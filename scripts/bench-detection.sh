@@ -4,7 +4,8 @@
 #
 # The slowdown is injected by the delaying proxy (`gauntlet-fake-server --proxy-to URL --event-delay-us N`), not by
 # a CPU quota: it adds N µs to every streamed token, N = slowdown × the server's own per-token time measured at the
-# start, so the size of the slowdown is known. Every profile goes through a proxy (delay 0 for "unchanged"), so both
+# start, so the size of the slowdown is known. The proxy also rewrites the llama.cpp `timings` it forwards as that
+# slower server would report them, so the slowdown shows on the server's clock too. Every profile goes through a proxy (delay 0 for "unchanged"), so both
 # members of a comparison pay the proxy's own cost. One llama-server serves everything, one request at a time.
 #
 # Per trial, per slowdown s in GAUNTLET_DETECT_SLOWDOWNS (0 = the false-alarm case) and per size n in
@@ -22,8 +23,15 @@
 #   GAUNTLET_DETECT_BIN_DIR=DIR  (prebuilt gauntlet and gauntlet-fake-server: no cargo build)
 #   GAUNTLET_DETECT_SERVER=PATH  (a llama-server binary; default the embedded default's xllamacpp launcher)
 #   GAUNTLET_DETECT_SERVER_ARGS="-ngl 99"  (more arguments for the server, e.g. to put it on a GPU)
-#   GAUNTLET_DETECT_HOLD_MS=N  (each member's proxy also holds every other streamed answer of its own N ms; not one
-#                               hop shared by both members, so it is not a first-of-pair effect the crossover cancels)
+#   GAUNTLET_DETECT_HOLD_MS=N  (a hop that holds every other streamed answer N ms, then bursts it; where it sits is
+#                               GAUNTLET_DETECT_HOP:)
+#   GAUNTLET_DETECT_HOP=shared  (#30's scenario: one hop in front of the server that both members go through, each
+#                               member's delaying proxy in front of it, so it holds the 1st, 3rd, … answer of the
+#                               whole bench: in ABBA order the first request of every pair, whichever member)
+#   GAUNTLET_DETECT_HOP=each    (the default: each member's own proxy holds every other answer of its own, so both
+#                               members of pair 1 are held, neither of pair 2, … : not a first-of-pair effect)
+# Decode is judged on the server's own clock (llama-server's `timings.predicted_per_second`) when both sides' every
+# request carries it, as gauntlet does by default; the `clock` column says which clock decided each row.
 #   GAUNTLET_DETECT_MODEL=PATH  GAUNTLET_DETECT_CSV=PATH  (default target/detection.csv)
 # The server gets one thread per CPU this script may run on (`nproc`), so `taskset -c 0,1 scripts/…` is a 2-core
 # machine inside a larger one: several such runs side by side are independent trials.
@@ -54,6 +62,10 @@ for method in ("paired", "stored"):
 periods = [float(r["period"]) for r in rows if r.get("period") not in (None, "", "-")]
 if periods:
     print(f"\ndecode period effect (first request of a pair against the second): {min(periods):+.1%} to {max(periods):+.1%}")
+clocks = collections.Counter(r.get("clock") or "client (before the clock column)" for r in rows)
+print("\ndecode clock per run: " + ", ".join(f"{k} {v}" for k, v in sorted(clocks.items())))
+hops = collections.Counter(r.get("hop") or "unrecorded" for r in rows)
+print("hop (hold ms-where): " + ", ".join(f"{k} {v}" for k, v in sorted(hops.items())))
 loads = [float(r["load1"]) for r in rows if r.get("load1")]
 if loads:
     print(f"\n{len(rows)} runs; load average (1 min) at the end of a run: {min(loads):.1f} to {max(loads):.1f}")
@@ -106,10 +118,26 @@ pids+=($!)
 wait_health "$server_port"
 
 declare -A proxy_pid
+hop=${GAUNTLET_DETECT_HOP:-each}
+case $hop in each|shared) ;; *) echo "GAUNTLET_DETECT_HOP must be each or shared, not $hop" >&2; exit 2 ;; esac
+hold=${GAUNTLET_DETECT_HOLD_MS:-0}
+upstream=http://127.0.0.1:$server_port
+if [ "$hop" = shared ] && [ "$hold" != 0 ]; then
+  # The one hop both members go through, in front of the server: it counts the streams of the whole bench.
+  hop_port=$(free_port)
+  "$proxy_bin" --proxy-to "$upstream" --port "$hop_port" --hold-first-ms "$hold" --lifetime-s 7200 2> /dev/null &
+  pids+=($!)
+  wait_health "$hop_port"
+  upstream=http://127.0.0.1:$hop_port
+  own_hold=0
+else
+  own_hold=$hold
+fi
+echo "hop: ${hold} ms, $hop"
 start_proxy() { # $1 = name, $2 = port, $3 = delay µs
   if [ -n "${proxy_pid[$1]:-}" ]; then kill "${proxy_pid[$1]}" 2>/dev/null || true; wait "${proxy_pid[$1]}" 2>/dev/null || true; fi
-  "$proxy_bin" --proxy-to "http://127.0.0.1:$server_port" --port "$2" --event-delay-us "$3" --lifetime-s 7200 \
-    --hold-first-ms "${GAUNTLET_DETECT_HOLD_MS:-0}" 2> /dev/null &
+  "$proxy_bin" --proxy-to "$upstream" --port "$2" --event-delay-us "$3" --lifetime-s 7200 \
+    --hold-first-ms "$own_hold" 2> /dev/null &
   proxy_pid[$1]=$!
   pids+=($!)
   wait_health "$2"
@@ -134,18 +162,20 @@ measure() { # the server's per-token time now (p50 of 5 batches through the unde
 }
 csv=${GAUNTLET_DETECT_CSV:-$repo/target/detection.csv}
 mkdir -p "$(dirname "$csv")"
-echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,exit,period,load1" > "$csv"
-decode_call() { # $1 = record, $2 = method → "call decided_pairs mde period"
+echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,exit,period,load1,clock,hop" > "$csv"
+decode_call() { # $1 = record, $2 = method → "call decided_pairs mde period clock" (clock: server or client)
   python3 - "$1" "$2" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
+word = lambda c: "server" if (c or "").startswith("server clock") else "client"
 if sys.argv[2] == "paired":
     m = next((m for m in r.get("metrics", []) if m["metric"] == "decode_tokens_per_second"), None)
     pe = next((e for e in r.get("period_effects", []) if e["metric"] == "decode_tokens_per_second"), None)
-    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-", pe["change"] if pe else "-")
+    print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-", pe["change"] if pe else "-",
+          word(r.get("decode_clock")))
 else:
     c = next((c for l in r.get("levels", []) for c in l.get("comparisons", []) if c["metric"] == "tpot_mean"), None)
-    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-", "-")
+    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-", "-", word(c.get("clock") if c else None))
 PY
 }
 started=$(date +%s)
@@ -161,8 +191,8 @@ for trial in $(seq "$trials"); do
       out=$work/p-$trial-$s-$n
       code=0
       "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || code=$?
-      read -r call pairs mde period < <(decode_call "$out/paired.json" paired)
-      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
+      read -r call pairs mde period clock < <(decode_call "$out/paired.json" paired)
+      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop" >> "$csv"
       # Stored: the baseline through the proxy at delay 0, then the candidate through the same port at delay s.
       out=$work/s-$trial-$s-$n
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" --out "$out-base" > /dev/null 2>&1 || true
@@ -170,8 +200,8 @@ for trial in $(seq "$trials"); do
       code=0
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" \
         --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || code=$?
-      read -r call pairs mde period < <(decode_call "$out/bench.json" stored)
-      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg)" >> "$csv"
+      read -r call pairs mde period clock < <(decode_call "$out/bench.json" stored)
+      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop" >> "$csv"
       echo "trial $trial, slowdown $s %, $n: $(tail -2 "$csv" | cut -d, -f4,5 | tr '\n' ' ') ($(( $(date +%s) - started )) s)"
     done
   done

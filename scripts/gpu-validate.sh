@@ -292,12 +292,12 @@ detect)
   for f in gauntlet gauntlet-fake-server; do [ -f ".gpu-b/$f" ] && cp ".gpu-b/$f" "$GV/$f"; chmod +x "$GV/$f" || exit 1; done
   model_and_build
   lanes=${DETECT_LANES:-4}
-  say "detection table: $lanes lanes of 4 cores for ${DETECT_SECONDS:-420} s; the last lane behind a 40 ms hop"
+  say "detection table: $lanes lanes of 4 cores for ${DETECT_SECONDS:-420} s; the last lane behind one 40 ms hop shared by both members (#30)"
   for l in $(seq 0 $((lanes - 1))); do
     hold=0; [ "$l" = $((lanes - 1)) ] && hold=40
     GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="-ngl 99" \
       GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$l.csv GAUNTLET_DETECT_TRIALS=50 \
-      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_HOME=$GV/home-$l \
+      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_DETECT_HOP=shared GAUNTLET_HOME=$GV/home-$l \
       timeout -k 30 "${DETECT_SECONDS:-420}" taskset -c $((4 * l))-$((4 * l + 3)) bash scripts/bench-detection.sh \
       >"$GV/detect-$l.log" 2>&1 &
   done

@@ -6,7 +6,12 @@
 //!   --answers FILE          JSON object: substring of the last user message → answer text (default answer "ok");
 //!                           keys `__token_delay_ms` and `__load_delay_ms` set the delays below, so a test can slow
 //!                           the server down without changing its command line (which is part of the identity);
-//!                           `__steady_pace: "1"` paces streamed words from the stream's start, not word by word
+//!                           `__steady_pace: "1"` paces streamed words from the stream's start, not word by word;
+//!                           `__server_timings: "1"` ends a streamed answer with llama.cpp's `timings` as a server
+//!                           that decodes at exactly the token delay would report them (`predicted_per_second` =
+//!                           1000 / the delay); `__client_noise_ms: "N"` holds each streamed answer after its first
+//!                           word for a pseudo-random 0 to N ms (fixed by the request's number), a stall the server's
+//!                           own timings do not contain (a busy client or network between the two)
 //!   --fault KIND            crash-load | crash-after | hang-first-byte | hang-mid-stream | no-done | malformed |
 //!                           http500 | http400 (llama.cpp's context-size refusal) | wrong-content-type | oversized (streamed or not) | bad-chunking (a streamed
 //!                           answer whose chunked framing breaks after its first event) | flood (12 MiB of
@@ -92,6 +97,10 @@ struct Config {
     /// `__steady_pace: "1"`: the k-th streamed word is due k token delays after the stream began, so a busy
     /// machine delays a word by one late wake-up instead of stretching every sleep (a decode that does not drift).
     steady_pace: bool,
+    /// `__server_timings: "1"`: streamed answers carry llama.cpp `timings` of the paced decode.
+    server_timings: bool,
+    /// `__client_noise_ms: "N"`: a pseudo-random stall of 0..=N ms after each streamed answer's first word.
+    client_noise_ms: u64,
     ignore_sigterm: bool,
     leak_child: bool,
     escape_child: bool,
@@ -145,6 +154,8 @@ fn parse_args() -> Config {
                 c.token_delay_ms = number("__token_delay_ms").unwrap_or(c.token_delay_ms);
                 c.load_delay_ms = number("__load_delay_ms").unwrap_or(c.load_delay_ms);
                 c.steady_pace = number("__steady_pace").is_some_and(|n| n != 0);
+                c.server_timings = number("__server_timings").is_some_and(|n| n != 0);
+                c.client_noise_ms = number("__client_noise_ms").unwrap_or(0);
             }
             "--fault" => c.fault = Some(val()),
             "--prefix" => c.prefix = val(),
@@ -734,13 +745,20 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         format!("data: {}\n\n", json!({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
     };
     stream.write_all(event(json!({"role": "assistant"}), Value::Null).as_bytes())?;
-    let began = std::time::Instant::now();
+    let mut began = std::time::Instant::now();
     for (i, w) in words.iter().enumerate() {
         if c.steady_pace {
             let due = began + Duration::from_millis(c.token_delay_ms) * (i as u32 + 1);
             std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
         } else {
             std::thread::sleep(Duration::from_millis(c.token_delay_ms));
+        }
+        if i == 1 && c.client_noise_ms > 0 {
+            // A stall outside the server's decode, fixed by the request's number so that a rerun sees the same; a
+            // steady pace resumes after it (the words after a stall are not sent at once to catch up).
+            let stall = Duration::from_millis(mix(n) % (c.client_noise_ms + 1));
+            std::thread::sleep(stall);
+            began += stall;
         }
         if i == 1 && fault == Some("hang-mid-stream") {
             stream.flush()?;
@@ -757,7 +775,15 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
         stream.flush()?;
     }
     stream.write_all(event(json!({}), json!("stop")).as_bytes())?;
-    let usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}});
+    let mut usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}});
+    if c.server_timings && c.token_delay_ms > 0 {
+        // The pace, within ±1 % (a steady server's own account still varies a little from answer to answer).
+        let ms = c.token_delay_ms as f64 * (1.0 + ((mix(n) >> 16) % 201) as f64 / 10_000.0 - 0.01);
+        usage["timings"] = json!({
+            "prompt_n": 10, "prompt_ms": 1.0, "predicted_n": tokens, "predicted_ms": ms * tokens as f64,
+            "predicted_per_token_ms": ms, "predicted_per_second": 1000.0 / ms,
+        });
+    }
     stream.write_all(format!("data: {usage}\n\n").as_bytes())?;
     if fault != Some("no-done") {
         stream.write_all(b"data: [DONE]\n\n")?;
@@ -772,6 +798,14 @@ fn last_user_message(req: &Value) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_owned()
+}
+
+/// splitmix64 of `n`: a pseudo-random number fixed by a request's number.
+fn mix(n: u32) -> u64 {
+    let mut z = u64::from(n).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 fn respond(stream: &mut TcpStream, status: u16, content_type: &str, body: &[u8]) -> std::io::Result<()> {

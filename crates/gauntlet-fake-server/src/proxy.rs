@@ -9,6 +9,10 @@
 //! connections) has its events held until H ms after its first event arrived, then released together, as a hop
 //! whose small writes wait on a delayed ACK holds the start of every other stream and then bursts it. In front of
 //! two members of a paired bench asked one request at a time, that is the first request of every pair.
+//!
+//! With a delay, an event that carries llama.cpp's `timings` has them rewritten as the slower server it stands
+//! for would report them: `predicted_ms` grows by N µs per predicted token, and `predicted_per_token_ms` and
+//! `predicted_per_second` follow; so a bench that reads the server's own clock sees the injected slowdown too.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -119,7 +123,10 @@ fn forward(client: TcpStream, target: &str, delay: Duration, hold: Duration) -> 
         pending.extend_from_slice(&piece);
         // Forward every complete event ("…\n\n"), each held until its turn.
         while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = pending.drain(..end + 2).collect();
+            let mut event: Vec<u8> = pending.drain(..end + 2).collect();
+            if !delay.is_zero() && event.windows(9).any(|w| w == b"\"timings\"") {
+                event = slower_timings(&event, delay);
+            }
             k += 1;
             let release = *held_until.get_or_insert(if held { arrived + hold } else { arrived });
             let due = (arrived + delay * k).max(release);
@@ -137,6 +144,23 @@ fn forward(client: TcpStream, target: &str, delay: Duration, hold: Duration) -> 
         write_chunk(&mut client, &pending)?;
     }
     client.write_all(b"0\r\n\r\n")
+}
+
+/// A `data: {…}` event whose `timings` (top level) are those of a server slower by `delay` per predicted token;
+/// the event unchanged when it is not such JSON.
+fn slower_timings(event: &[u8], delay: Duration) -> Vec<u8> {
+    let text = String::from_utf8_lossy(event);
+    let Some(json) = text.trim_end().strip_prefix("data: ") else { return event.to_vec() };
+    let Ok(mut v) = serde_json::from_str::<serde_json::Value>(json) else { return event.to_vec() };
+    let t = &mut v["timings"];
+    let (Some(n), Some(ms)) = (t["predicted_n"].as_f64(), t["predicted_ms"].as_f64()) else { return event.to_vec() };
+    let ms = ms + n * delay.as_secs_f64() * 1000.0;
+    t["predicted_ms"] = ms.into();
+    if n > 0.0 && ms > 0.0 {
+        t["predicted_per_token_ms"] = (ms / n).into();
+        t["predicted_per_second"] = (n * 1000.0 / ms).into();
+    }
+    format!("data: {v}\n\n").into_bytes()
 }
 
 /// The next chunk's data of a chunked body; `None` at its end.

@@ -26,8 +26,13 @@ use crate::words::ReceiveClock;
 /// metric is merged down to that many ([`Level::bound_samples`]). 10: a level's `sub_sessions` (its measured
 /// batches split into consecutive sub-sessions, each one's mean of every compared metric: the bench's own
 /// between-session spread), and a comparison's `between_session` may be `measured` (both sides' sub-session
-/// spreads) and carry a `note`; version 9 and older read without sub-sessions (no measured spread).
-pub const BENCH_VERSION: u32 = 10;
+/// spreads) and carry a `note`; version 9 and older read without sub-sessions (no measured spread). 11: a request's
+/// `timings` (the server's own account of it, normalised: llama.cpp's `timings`, vLLM's `metrics`, mistral.rs's
+/// `usage` seconds), a level's `server_clock` (the engine whose timings every measured request carried) with the
+/// samples and sub-session means of `server_tpot_mean` (each batch's mean of the server's time per output token),
+/// and a comparison's `clock` (which clock timed the metric it compares); version 10 and older read without them
+/// (the client's clock decides, as it did).
+pub const BENCH_VERSION: u32 = 11;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -199,6 +204,10 @@ pub struct RequestRecord {
     /// first character (its time stays exact). 0, and absent, when the whole text is kept (and before version 5).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub text_dropped: u64,
+    /// The server's own timings of this request, when it sent them (version 11): its decode rate without the
+    /// client's scheduling in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<crate::ServerTimings>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -246,6 +255,11 @@ pub struct Level {
     /// too few batches were measured to split).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_sessions: Option<SubSessions>,
+    /// The engine whose timings every measured request of the level carried (`llama.cpp`, `vllm`, `mistral.rs`;
+    /// version 11): its samples then hold `server_tpot_mean`, the decode metric on the server's own clock. Absent
+    /// when a request lacked them or engines were mixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_clock: Option<String>,
 }
 
 /// A level's measured batches split into consecutive sub-sessions, in the order they ran: each sub-session is a
@@ -362,6 +376,10 @@ pub struct MetricComparison {
     pub within_interval: Option<(f64, f64)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub between_session: Option<BetweenSession>,
+    /// Which clock timed the compared samples (version 11): `server clock (llama.cpp timings)` when both sides'
+    /// every request carried the server's own timings, else `client clock`. Absent before version 11 (the client's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
 }
 
 /// The spread of a session's mean between sessions on one machine (relative standard deviation), and where it

@@ -14,7 +14,10 @@ use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 /// `block_sd`), the metrics the verdict rests on (`deciding`, `MetricVerdict::deciding`), the period effect per
 /// metric (`period_effects`), each pair's values (`Pair::values`). A version 2 record reads with none of them (its
 /// metrics judged pair by pair, every one deciding).
-pub const PAIRED_VERSION: u32 = 3;
+/// 4: each request's `timings` (the server's own), each pair's `server_decode_tokens_per_second` value when both
+/// members' servers timed their decode, and `decode_clock`: the decode metric is judged on the servers' own rates
+/// when every pair has them from one engine, else on the client's clock. A version 3 record reads with the client's.
+pub const PAIRED_VERSION: u32 = 4;
 
 /// The metrics a paired bench judges: the name a manifest's `[profiles.P.bench] decide` gives each, and the name
 /// in `paired.json`.
@@ -181,6 +184,11 @@ pub struct PairedRecord {
     /// What was done with pairs outside a complete ABBA block (an odd last pair), when there was one (v3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_out: Option<String>,
+    /// Which clock timed the decode metric (version 4): `server clock (llama.cpp timings)` when every pair's two
+    /// requests carried the server's own decode rate from one engine, else `client clock` with the reason. Absent
+    /// in older records (the client's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_clock: Option<String>,
     /// Why the run stopped where it did.
     pub stopped: String,
     pub verdict: BenchVerdict,

@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::time::Instant;
 
-use gauntlet_schema::ReceiveClock;
 use gauntlet_schema::bench::Call as BenchCall;
 pub use gauntlet_schema::bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload,
 };
+use gauntlet_schema::{ReceiveClock, TimingSource};
 use serde_json::{Value, json};
 
 use super::bench_spill::{self, Spill};
@@ -49,6 +49,44 @@ const COMPARED: &[(&str, Better)] = &[
     ("tpot_mean", Better::Lower),
     ("e2el_mean", Better::Lower),
 ];
+
+/// The decode metric of [`COMPARED`] that the server's own clock can time.
+const DECODE_METRIC: &str = "tpot_mean";
+/// The decode metric on the server's own clock: each batch's mean over its answered requests of the server's time
+/// per output token (1 / its `predicted_per_second`, or each engine's equivalent: `ServerTimings`). Sampled beside
+/// [`COMPARED`], and compared in place of [`DECODE_METRIC`] when every measured request on both sides had it from
+/// one engine: the server's decode rate has no client scheduling in it (a busy client machine stretches the gaps
+/// it sees between tokens, not the server's own account of them).
+pub const SERVER_TPOT: &str = "server_tpot_mean";
+
+/// Every metric sampled per batch, in order: [`COMPARED`]'s, then [`SERVER_TPOT`].
+fn sampled() -> impl Iterator<Item = &'static str> {
+    COMPARED.iter().map(|(name, _)| *name).chain(std::iter::once(SERVER_TPOT))
+}
+
+/// What the server's clock says of a batch's decode: the mean of its answered requests' seconds per output token,
+/// and the engine that said it; `Err(())` when an answered request carried no usable decode rate or the engines
+/// differ (the batch then has no server-clock value, and its level no server clock). `Ok(None)` when no request was
+/// answered.
+fn server_decode(requests: &[RequestRecord]) -> Result<Option<(f64, TimingSource)>, ()> {
+    let (mut sum, mut n, mut source) = (0.0, 0u32, None);
+    for r in requests.iter().filter(|r| r.error.is_none()) {
+        let t = r.timings.ok_or(())?;
+        let rate = t.predicted_per_second.filter(|x| x.is_finite() && *x > 0.0).ok_or(())?;
+        if source.is_some_and(|s| s != t.source) {
+            return Err(());
+        }
+        source = Some(t.source);
+        sum += 1.0 / rate;
+        n += 1;
+    }
+    Ok(source.map(|s| (sum / f64::from(n), s)))
+}
+
+/// "server clock (llama.cpp timings)": the words a record and a report use for the server's own clock.
+pub fn server_clock_words(engine: &str) -> String {
+    format!("server clock ({engine} timings)")
+}
 
 fn sample_of(m: &RunMetrics, name: &str) -> Option<f64> {
     match name {
@@ -312,7 +350,7 @@ pub fn between_session_spreads(
     for &c in &workload.concurrency {
         let base_level = base.and_then(|b| b.levels.iter().find(|l| l.concurrency == c));
         let cand_level = candidate.iter().find(|l| l.concurrency == c);
-        for (name, _) in COMPARED {
+        for name in sampled() {
             let between = match (side_of(base_level, name), side_of(cand_level, name)) {
                 (Some(b), Some(own)) => stats::Between::measured(b, own),
                 (Some(b), None) => stats::Between::measured(b, b)
@@ -321,7 +359,7 @@ pub fn between_session_spreads(
                     let means: Vec<f64> = sessions
                         .iter()
                         .filter_map(|s| s.levels.iter().find(|l| l.concurrency == c))
-                        .filter_map(|l| stats::mean(l.samples.get(*name)?))
+                        .filter_map(|l| stats::mean(l.samples.get(name)?))
                         .collect();
                     let between = stats::Between::of_sessions(&means, rules);
                     match base {
@@ -342,7 +380,7 @@ pub fn between_session_spreads(
                     }
                 }
             };
-            out.insert((c, (*name).to_owned()), between);
+            out.insert((c, name.to_owned()), between);
         }
     }
     out
@@ -424,10 +462,21 @@ pub fn assess(
         // Both sides at the same grain: samples that stand for as many batches each.
         let (coarser_a, coarser_b) = samples::common_grain(base_level.batches_per_sample, l.batches_per_sample);
         for (name, better) in COMPARED {
-            let (Some(a), Some(b)) = (base_level.samples.get(*name), l.samples.get(*name)) else { continue };
+            // The decode metric on the servers' own clock when both levels' every request had it from one engine.
+            let (key, clock) = if *name == DECODE_METRIC {
+                match decode_clock(base_level, l) {
+                    Ok(engine) => (SERVER_TPOT, Some(server_clock_words(engine))),
+                    Err(why) => (*name, Some(format!("client clock ({why})"))),
+                }
+            } else {
+                (*name, None)
+            };
+            let (Some(a), Some(b)) = (base_level.samples.get(key), l.samples.get(key)) else { continue };
             let (a, b) = (&samples::coarsen(a, coarser_a), &samples::coarsen(b, coarser_b));
+            // A recorded comparison's spread is under the metric's name (`verify` reads them back so).
             let between = spreads
-                .get(&(l.concurrency, (*name).to_owned()))
+                .get(&(l.concurrency, key.to_owned()))
+                .or_else(|| spreads.get(&(l.concurrency, (*name).to_owned())))
                 .cloned()
                 .unwrap_or(stats::Between::default_of(rules, 1));
             let Some(c) = stats::compare_sessions(a, b, *better, rules, Some(between)) else {
@@ -441,7 +490,7 @@ pub fn assess(
                 problems.push(format!("concurrency {}: {name}: {why}", l.concurrency));
                 continue;
             };
-            l.comparisons.push(comparison(name, *better, a, b, &c));
+            l.comparisons.push(MetricComparison { clock, ..comparison(name, *better, a, b, &c) });
         }
     }
     let calls: Vec<BenchCall> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call)).collect();
@@ -459,6 +508,18 @@ pub fn assess(
         BenchVerdict::Pass
     };
     (verdict, problems)
+}
+
+/// Whether the decode metric of `baseline` against `candidate` is on the servers' own clock: the engine whose
+/// timings both levels' every answered request carried (`Ok`), else why not, in words (`Err`).
+fn decode_clock<'l>(baseline: &'l Level, candidate: &Level) -> Result<&'l str, String> {
+    let has = |l: &Level| l.samples.get(SERVER_TPOT).is_some_and(|s| !s.is_empty());
+    match (&baseline.server_clock, &candidate.server_clock) {
+        (Some(a), Some(b)) if a == b && has(baseline) && has(candidate) => Ok(a.as_str()),
+        (Some(a), Some(b)) if a != b => Err(format!("the baseline's server timed with {a}, this one with {b}")),
+        (None, _) => Err("the baseline's requests do not all carry the server's timings".into()),
+        _ => Err("this run's requests do not all carry the server's timings".into()),
+    }
 }
 
 fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) -> MetricComparison {
@@ -494,6 +555,7 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
                 note: b.note.clone(),
             }
         }),
+        clock: None,
     }
 }
 
@@ -526,9 +588,12 @@ pub(crate) struct LevelFold {
     offset: f64,
     /// The measured batches the workload asks for, and the sub-sessions they split into.
     planned: usize,
-    /// Per sub-session: its batches and, per compared metric (in [`COMPARED`]'s order), the sum of its batches'
+    /// Per sub-session: its batches and, per sampled metric (in [`sampled`]'s order), the sum of its batches'
     /// values and how many gave one. Empty when the level is too short to split.
-    sub: Vec<(u64, [(f64, u32); COMPARED.len()])>,
+    sub: Vec<(u64, [(f64, u32); COMPARED.len() + 1])>,
+    /// The engine whose timings every answered request carried so far; `Err(())` once one lacked them or engines
+    /// were mixed.
+    clock: Result<Option<TimingSource>, ()>,
 }
 
 impl LevelFold {
@@ -539,11 +604,15 @@ impl LevelFold {
             slos: slos(workload),
             batches: Vec::new(),
             tally: Default::default(),
-            samples: Samples::new(COMPARED.iter().map(|(name, _)| *name)),
+            samples: Samples::new(sampled()),
             pooled: Pool::reserved(slos(workload)),
             offset: 0.0,
             planned: workload.repetitions,
-            sub: vec![(0, [(0.0, 0); COMPARED.len()]); gauntlet_schema::bench::sub_session_count(workload.repetitions)],
+            sub: vec![
+                (0, [(0.0, 0); COMPARED.len() + 1]);
+                gauntlet_schema::bench::sub_session_count(workload.repetitions)
+            ],
+            clock: Ok(None),
         }
     }
 
@@ -563,13 +632,22 @@ impl LevelFold {
     pub(crate) fn add(&mut self, b: Batch, spill: Option<&mut Spill>) {
         let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, self.max_tokens)).collect();
         let m = metrics::run(&timelines, 0.0, b.seconds, &self.slos);
-        self.samples.add(|name| sample_of(&m, name));
+        let server = server_decode(&b.requests);
+        self.clock = match (self.clock, server) {
+            (Err(()), _) | (_, Err(())) => Err(()),
+            (Ok(Some(a)), Ok(Some((_, b)))) if a != b => Err(()),
+            (Ok(seen), Ok(now)) => Ok(now.map(|(_, s)| s).or(seen)),
+        };
+        let value = |name: &str| {
+            if name == SERVER_TPOT { server.ok().flatten().map(|(v, _)| v) } else { sample_of(&m, name) }
+        };
+        self.samples.add(value);
         let index = usize::try_from(self.tally.batches).unwrap_or(usize::MAX);
         let at = gauntlet_schema::bench::sub_session_of(index, self.planned, self.sub.len());
         if let Some((batches, sums)) = self.sub.get_mut(at) {
             *batches += 1;
-            for ((name, _), sum) in COMPARED.iter().zip(sums.iter_mut()) {
-                if let Some(v) = sample_of(&m, name) {
+            for (name, sum) in sampled().zip(sums.iter_mut()) {
+                if let Some(v) = value(name) {
                     *sum = (sum.0 + v, sum.1 + 1);
                 }
             }
@@ -593,10 +671,9 @@ impl LevelFold {
         let ran: Vec<_> = self.sub.iter().filter(|(batches, _)| *batches > 0).collect();
         let sub_sessions = (!ran.is_empty()).then(|| gauntlet_schema::bench::SubSessions {
             batches: ran.iter().map(|(batches, _)| *batches).collect(),
-            means: COMPARED
-                .iter()
+            means: sampled()
                 .enumerate()
-                .map(|(i, (name, _))| {
+                .map(|(i, name)| {
                     let means = ran.iter().filter(|(_, s)| s[i].1 > 0).map(|(_, s)| s[i].0 / f64::from(s[i].1));
                     ((*name).to_owned(), means.collect::<Vec<f64>>())
                 })
@@ -612,6 +689,7 @@ impl LevelFold {
             batches_per_sample: self.samples.batches_per_sample(),
             comparisons: Vec::new(),
             sub_sessions,
+            server_clock: self.clock.ok().flatten().map(|s| s.as_str().to_owned()),
         }
     }
 }
@@ -706,6 +784,7 @@ pub(crate) async fn run_batch(
                             error: None,
                             connected,
                             text_dropped,
+                            timings: a.timings,
                         }
                     }
                     Err(e) => RequestRecord {
@@ -715,6 +794,7 @@ pub(crate) async fn run_batch(
                         error: Some(e.to_string()),
                         connected,
                         text_dropped: 0,
+                        timings: None,
                     },
                 };
                 (record, unstamped, conn, true)
@@ -746,6 +826,7 @@ pub(crate) async fn run_batch(
                 error: Some(format!("request task failed: {e}")),
                 connected: false,
                 text_dropped: 0,
+                timings: None,
             }),
         }
     }
@@ -779,6 +860,7 @@ fn late_arrival(at: f64, limit: std::time::Duration) -> RequestRecord {
         )),
         connected: false,
         text_dropped: 0,
+        timings: None,
     }
 }
 
@@ -877,7 +959,15 @@ mod report_tests {
         // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
         let mut events = vec![(0.05, String::new(), String::new())];
         events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
-        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false, text_dropped: 0 }
+        RequestRecord {
+            start,
+            events,
+            completion_tokens: Some(4),
+            error: None,
+            connected: false,
+            text_dropped: 0,
+            timings: None,
+        }
     }
 
     fn bench(levels: Vec<Level>) -> BenchRecord {

@@ -47,12 +47,15 @@ pub fn bencher(r: &BenchRecord) -> Value {
     Value::Object(out)
 }
 
-/// One compared metric at one concurrency: "baseline → now (change, interval, p, MDE, call): why".
+/// One compared metric at one concurrency: "baseline → now (change, interval, p, MDE, call): why", and for the
+/// decode metric of a record since version 11, the clock that timed it ("decode: server clock (llama.cpp
+/// timings)").
 pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
     format!(
-        "c{concurrency} {} ({} is better): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}, {}): {}",
+        "c{concurrency} {} ({} is better{}): {:.4} → {:.4} ({:+.1} %, interval {:+.1} … {:+.1} %, p {}, {}, {}): {}",
         c.metric,
         c.better,
+        c.clock.as_ref().map_or(String::new(), |k| format!("; decode: {k}")),
         c.baseline_mean,
         c.mean,
         c.change * 100.0,

@@ -414,6 +414,7 @@ mod tests {
             error: None,
             connected: false,
             text_dropped: 0,
+            timings: None,
         }
     }
 
@@ -448,6 +449,7 @@ mod tests {
                 batches_per_sample: 1,
                 comparisons: Vec::new(),
                 sub_sessions: None,
+                server_clock: None,
             });
         }
         let mut record: BenchRecord = serde_json::from_value(serde_json::json!({

@@ -103,6 +103,40 @@ fn value_of(m: &RequestMetrics, name: &str) -> Option<f64> {
     .filter(|v| v.is_finite() && *v > 0.0)
 }
 
+/// The decode metric's name in `paired.json`.
+const DECODE: &str = "decode_tokens_per_second";
+/// A pair's decode rates on the servers' own clocks (llama.cpp's `timings.predicted_per_second`, and each engine's
+/// equivalent: `ServerTimings`), kept beside the client's: the decode metric is judged on them when every pair has
+/// them from one engine ([`decode_key`]).
+pub const SERVER_DECODE: &str = "server_decode_tokens_per_second";
+
+/// The server's own decode rate of one request, when it sent one.
+fn server_rate(r: &RequestRecord) -> Option<f64> {
+    r.timings.and_then(|t| t.predicted_per_second).filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// Which of a pair's values the decode metric is judged on, and the words for that clock: the servers' own rates
+/// ([`SERVER_DECODE`]) when every pair with a decode value has both members' server rates from one engine (a
+/// request's rate on the client's clock carries the client's scheduling; the server's does not), else the
+/// client's ([`DECODE`]) with the reason.
+pub fn decode_key(pairs: &[Pair]) -> (&'static str, String) {
+    let mut engine = None;
+    for p in pairs.iter().filter(|p| p.values.contains_key(DECODE)) {
+        if !p.values.contains_key(SERVER_DECODE) {
+            return (DECODE, "client clock (not every request carried the server's own decode rate)".into());
+        }
+        let (a, b) = (p.a.timings.map(|t| t.source), p.b.timings.map(|t| t.source));
+        if a != b || (engine.is_some() && engine != a) {
+            return (DECODE, "client clock (the two servers' timings come from different engines)".into());
+        }
+        engine = a;
+    }
+    match engine {
+        Some(e) => (SERVER_DECODE, super::bench::server_clock_words(e.as_str())),
+        None => (DECODE, "client clock (no pair with a decode rate)".into()),
+    }
+}
+
 /// Per metric, `[A, B]` of one pair; a metric missing or zero on a side is left out.
 fn values(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, [f64; 2]> {
     METRICS
@@ -153,6 +187,7 @@ impl Server<'_> {
             error: Some("no request was sent".into()),
             connected: false,
             text_dropped: 0,
+            timings: None,
         })
     }
 }
@@ -315,7 +350,13 @@ pub fn run_paired(
             metrics::request(&to_timeline(&rb, workload.max_tokens))
         });
         let values = match (&ma, &mb) {
-            (Ok(x), Ok(y)) => values(x, y),
+            (Ok(x), Ok(y)) => {
+                let mut v = values(x, y);
+                if let (Some(sa), Some(sb), true) = (server_rate(&ra), server_rate(&rb), v.contains_key(DECODE)) {
+                    v.insert(SERVER_DECODE.to_owned(), [sa, sb]);
+                }
+                v
+            }
             _ => BTreeMap::new(),
         };
         let ratios = values.iter().map(|(k, [a, b])| (k.clone(), (b / a).ln())).collect();
@@ -381,9 +422,13 @@ pub fn run_paired(
         starts: ledger.starts[i],
         server_metrics: ledger.server_metrics[i].clone(),
     };
+    let (decode_key, decode_clock) = decode_key(&pairs);
     let period_effects = METRICS
         .iter()
-        .filter_map(|(name, better)| stats::period_effect(name, &stats::blocks(&series(&pairs, name)), *better, &rules))
+        .filter_map(|(name, better)| {
+            let key = if *name == DECODE { decode_key } else { name };
+            stats::period_effect(name, &stats::blocks(&series(&pairs, key)), *better, &rules)
+        })
         .collect();
     let left_out = (pairs.len() % 2 == 1).then(|| {
         format!(
@@ -414,6 +459,7 @@ pub fn run_paired(
         metrics: verdicts,
         period_effects,
         left_out,
+        decode_clock: Some(decode_clock),
         stopped,
         verdict,
         problems: ledger.problems,
@@ -432,9 +478,13 @@ fn series(pairs: &[Pair], metric: &str) -> Vec<stats::PairValues> {
 /// so two or three deciding metrics do not give an unchanged twin as many chances of a false call; a metric that
 /// does not decide is judged at the look's whole level, for the report only.
 fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64, decide: &[String]) -> Vec<MetricVerdict> {
+    let (decode_key, _) = decode_key(pairs);
     let judged: Vec<(&str, Better, stats::Blocks, bool)> = METRICS
         .iter()
-        .map(|(name, better)| (*name, *better, stats::blocks(&series(pairs, name)), decide.iter().any(|d| d == name)))
+        .map(|(name, better)| {
+            let key = if *name == DECODE { decode_key } else { name };
+            (*name, *better, stats::blocks(&series(pairs, key)), decide.iter().any(|d| d == name))
+        })
         .collect();
     let p_values: Vec<Option<f64>> =
         judged.iter().filter(|j| j.3).map(|(_, _, b, _)| stats::signed_rank_p(&b.means)).collect();
@@ -525,6 +575,9 @@ pub fn markdown(r: &PairedRecord) -> String {
         r.rules.alpha / r.looks.len().max(1) as f64
     );
     let _ = writeln!(s, "Deciding metrics: {} ({}).\n", r.deciding.join(", "), esc(&r.deciding_why));
+    // Records before version 4 timed decode on the client's clock only.
+    let clock = r.decode_clock.as_deref().unwrap_or("client clock");
+    let _ = writeln!(s, "Decode: {}.\n", esc(clock));
     let _ = writeln!(
         s,
         "| metric | decides | B vs A (median) | interval | p | level | MDE (80 % power) | blocks | sd pairs / blocks \
@@ -623,6 +676,7 @@ mod tests {
             error: None,
             connected: false,
             text_dropped: 0,
+            timings: None,
         };
         let side =
             Side { profile: "a".into(), identity_digest: "d".into(), stops: vec![], starts: 1, server_metrics: vec![] };
@@ -652,6 +706,7 @@ mod tests {
             metrics: vec![verdict],
             period_effects: vec![],
             left_out: Some("pair 1".into()),
+            decode_clock: None,
             stopped: "s".into(),
             verdict: BenchVerdict::Pass,
             problems: vec![],

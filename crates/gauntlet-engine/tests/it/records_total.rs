@@ -179,6 +179,7 @@ fn bench_record(samples: BTreeMap<String, Vec<f64>>) -> BenchRecord {
         batches_per_sample: 1,
         comparisons: Vec::new(),
         sub_sessions: None,
+        server_clock: None,
     });
     b
 }

@@ -55,6 +55,9 @@ pub(crate) fn paired(
         record.stopped
     );
     let _ = writeln!(o, "  deciding: {} ({})", record.deciding.join(", "), record.deciding_why);
+    if let Some(clock) = &record.decode_clock {
+        let _ = writeln!(o, "  decode: {clock}");
+    }
     for v in &record.metrics {
         let _ = writeln!(o, "  {}", metric_line(v));
     }

@@ -89,7 +89,7 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
     assert_eq!(c["between_session"]["candidate_side"]["sub_sessions"], 3, "{c}");
     assert_eq!(c["call"], "regression", "{stdout}");
     let measured_mde = c["mde"].as_f64().unwrap();
-    assert_eq!(record["bench_version"], 10);
+    assert_eq!(record["bench_version"], 11);
     assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
     assert!(stdout.contains("measured over 3 + 3 sub-sessions"), "{stdout}");
     // Against the old baseline: the default, said so.
@@ -123,6 +123,56 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
     assert_eq!(c["call"], "regression", "{stdout}");
     assert!(c["mde"].as_f64().unwrap() < mde, "a measured small spread sees smaller changes than the default: {c}");
     assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
+}
+
+/// #30 item 4 against a stored baseline: when both records' every request carries the server's own timings, the
+/// decode metric (`tpot_mean`) is compared on them (each batch's mean of 1 / `predicted_per_second`), and the
+/// comparison, the terminal and bench.md say so; the fake's streams stall 0 to 150 ms after their first word
+/// outside the server, which the client's clock sees and the server's does not. A run whose server sends no timings,
+/// against the same baseline, is compared on the client's clock, with the reason.
+#[test]
+fn bench_compares_decode_on_the_servers_clock_when_both_records_carry_it() {
+    let paced = |timings: &str| {
+        vec![
+            ("__token_delay_ms", "5".to_owned()),
+            ("__steady_pace", "1".to_owned()),
+            ("__server_timings", timings.to_owned()),
+            ("__client_noise_ms", "150".to_owned()),
+            ("", answer("word")),
+        ]
+    };
+    let tpot = |record: &serde_json::Value| -> serde_json::Value {
+        let comparisons = record["levels"][0]["comparisons"].as_array().unwrap();
+        comparisons.iter().find(|c| c["metric"] == "tpot_mean").unwrap().clone()
+    };
+    let f = Fixture::new("bench-clock").answers(paced("1"));
+    let (code, stdout, base, first) = bench_fixture(&f, "base", &[]);
+    assert_eq!((code, base["bench_version"].as_u64()), (Some(0), Some(11)), "{stdout}");
+    let level = &base["levels"][0];
+    assert_eq!(level["server_clock"], "llama.cpp", "{level}");
+    // The server's own time per token: the fake's 5 ms pace within its ±1 %, in every batch.
+    let server: Vec<f64> =
+        level["samples"]["server_tpot_mean"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert!(server.len() == 4 && server.iter().all(|s| (0.00494..0.00506).contains(s)), "{server:?}");
+    assert_eq!(level["sub_sessions"]["means"]["server_tpot_mean"].as_array().map(Vec::len), Some(3), "{level}");
+    let timed = first.join("bench.json");
+    let (_, stdout, record, out) = bench_fixture(&f, "again", &["--baseline", timed.to_str().unwrap()]);
+    let c = tpot(&record);
+    assert_eq!(c["clock"], "server clock (llama.cpp timings)", "{c}");
+    for side in ["baseline_mean", "mean"] {
+        assert!((0.00494..0.00506).contains(&c[side].as_f64().unwrap()), "{c}");
+    }
+    assert_ne!(c["call"], "regression", "{stdout}");
+    assert!(stdout.contains("tpot_mean (lower is better; decode: server clock (llama.cpp timings))"), "{stdout}");
+    let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
+    assert!(md.contains("decode: server clock (llama.cpp timings)"), "{md}");
+    // No timings from the server now: the client's clock for both sides, and why.
+    let f = f.answers(paced("0"));
+    let (_, stdout, record, _) = bench_fixture(&f, "untimed", &["--baseline", timed.to_str().unwrap()]);
+    assert!(record["levels"][0].get("server_clock").is_none(), "{stdout}");
+    let c = tpot(&record);
+    assert_eq!(c["clock"], "client clock (this run's requests do not all carry the server's timings)", "{c}");
+    assert!(c["baseline_mean"].as_f64().unwrap() > 0.00506, "the client's clock sees the stalls: {c}");
 }
 
 /// `bench --format csv`: bench.csv beside bench.json and the same CSV on stdout, one row per concurrency and

@@ -83,7 +83,7 @@ fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
     // p = 2/1024, below the last look's level.
     let (code, text, record) = paired(&f, &manifest, "slow", "20");
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(record["paired_version"], 3);
+    assert_eq!(record["paired_version"], 4);
     assert_eq!(record["verdict"], "regression", "{text}");
     // Each side's server counted its own requests between the scrapes: at least one warm-up and one per pair (a
     // fresh connection is warmed with a request of its own), and the same on both sides: equal work.
@@ -292,7 +292,7 @@ fn paired_twin_behind_a_hop_that_holds_every_other_stream_is_no_change_with_the_
     let manifest = attach_manifest(&f, &[("a", hop_port), ("b", hop_port), ("pa", plain_port), ("pb", plain_port)], "");
     let (code, text, record) = run_attached(&f, &manifest, "b", "a", "20", "hop");
     eprintln!("{text}");
-    assert_eq!(record["paired_version"], 3);
+    assert_eq!(record["paired_version"], 4);
     assert_eq!(record["deciding"], serde_json::json!(["decode_tokens_per_second", "e2el"]), "{text}");
     let decode = call(&record, "decode_tokens_per_second");
     assert_eq!(decode["call"], "no-change", "{text}");
@@ -321,5 +321,87 @@ fn paired_twin_behind_a_hop_that_holds_every_other_stream_is_no_change_with_the_
     assert_eq!(call(&record, "ttft")["deciding"], false, "{text}");
     assert!(period(&record, "ttft")["large"] == false, "{text}");
     drop((server, hop, plain));
+    assert_no_survivors(&f.tag);
+}
+
+/// Item 4 of #30: decode on the servers' own clocks. An unchanged twin (two profiles of one fake server paced at
+/// 3 ms a word, its `timings` within ±1 % of that pace) whose streams stall after their first word for 0 to 200 ms
+/// outside the server (a busy client, a hop): on the servers' clocks decode is decided "no change" and the bench,
+/// deciding on decode alone, passes (exit 0), with the clock named in the record, the terminal and paired.md. The
+/// same twin on a server that sends no timings is judged on the client's clock, named with its reason, where the
+/// stalls leave decode undecided.
+#[test]
+fn paired_twin_with_a_noisy_client_side_decides_decode_on_the_servers_clock_and_not_on_the_clients() {
+    let f = Fixture::new("paired-clock");
+    f.write();
+    let paced = |name: &str, timings: &str| {
+        let answers = f.path().join(format!("answers-{name}.json"));
+        let text = serde_json::json!({"__token_delay_ms": "3", "__steady_pace": "1", "__server_timings": timings,
+            "__client_noise_ms": "200", "": answer("word")});
+        std::fs::write(&answers, text.to_string()).unwrap();
+        start_fake(&f, &["--answers", answers.to_str().unwrap()])
+    };
+    let (timed, timed_port) = paced("timed", "1");
+    let (untimed, untimed_port) = paced("untimed", "0");
+    let profiles = [("a", timed_port), ("b", timed_port), ("ca", untimed_port), ("cb", untimed_port)];
+    let manifest = attach_manifest(&f, &profiles, "decide = [\"decode\"]");
+    let (code, text, record) = run_attached(&f, &manifest, "b", "a", "20", "server");
+    assert_eq!(record["paired_version"], 4);
+    assert_eq!(record["decode_clock"], "server clock (llama.cpp timings)", "{text}");
+    let decode = call(&record, "decode_tokens_per_second");
+    assert_eq!(decode["call"], "no-change", "{text}");
+    // Each pair keeps both clocks' rates: the server's within ±2 % of each other, the client's far apart.
+    let pair = &record["pairs"][0]["values"];
+    let [sa, sb] = [0, 1].map(|i| pair["server_decode_tokens_per_second"][i].as_f64().unwrap());
+    assert!((sb / sa - 1.0).abs() < 0.03 && (320.0..345.0).contains(&sa), "{pair}");
+    assert!(pair["decode_tokens_per_second"].is_array(), "{pair}");
+    assert_eq!((record["verdict"].as_str(), code), (Some("pass"), Some(0)), "{text}");
+    assert!(text.contains("decode: server clock (llama.cpp timings)"), "{text}");
+    let md = std::fs::read_to_string(f.path().join("server/paired.md")).unwrap();
+    assert!(md.contains("Decode: server clock (llama.cpp timings)."), "{md}");
+    // No timings from the server: the client's clock, which the stalls leave undecided.
+    let (code, text, record) = run_attached(&f, &manifest, "cb", "ca", "20", "client");
+    let clock = record["decode_clock"].as_str().unwrap_or_default();
+    assert!(clock.starts_with("client clock (not every request"), "{clock}\n{text}");
+    let decode = call(&record, "decode_tokens_per_second");
+    assert_ne!(decode["call"], "no-change", "{text}");
+    assert!(record["pairs"][0]["values"].get("server_decode_tokens_per_second").is_none(), "{text}");
+    assert_eq!(code, Some(4), "inconclusive: {text}");
+    drop((timed, untimed));
+    assert_no_survivors(&f.tag);
+}
+
+/// When only one member's server reports its decode rate, the pairs keep the client's clock (comparing one
+/// server's own account with another's client-side time would compare two different things), and say so.
+#[test]
+fn paired_bench_falls_back_to_the_clients_clock_when_one_side_lacks_server_timings() {
+    let f = Fixture::new("paired-half-timed");
+    f.write();
+    let mut ports = Vec::new();
+    let mut servers = Vec::new();
+    for (name, timings) in [("timed", "1"), ("untimed", "0")] {
+        let answers = f.path().join(format!("answers-{name}.json"));
+        let text = serde_json::json!({"__token_delay_ms": "3", "__steady_pace": "1", "__server_timings": timings,
+            "": answer("word")});
+        std::fs::write(&answers, text.to_string()).unwrap();
+        let (s, p) = start_fake(&f, &["--answers", answers.to_str().unwrap()]);
+        servers.push(s);
+        ports.push(p);
+    }
+    let manifest = attach_manifest(&f, &[("a", ports[0]), ("b", ports[1])], "");
+    let (_, text, record) = run_attached(&f, &manifest, "b", "a", "8", "half");
+    assert_eq!(record["decode_clock"], "client clock (not every request carried the server's own decode rate)");
+    // A's requests carry the timings and B's do not; no pair has a server-clock value.
+    assert!(record["pairs"][0]["a"]["timings"]["predicted_per_second"].as_f64().is_some(), "{text}");
+    assert!(record["pairs"][0]["b"].get("timings").is_none(), "{text}");
+    assert!(
+        record["pairs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["values"].get("server_decode_tokens_per_second").is_none())
+    );
+    assert!(text.contains("decode: client clock"), "{text}");
+    drop(servers);
     assert_no_survivors(&f.tag);
 }
