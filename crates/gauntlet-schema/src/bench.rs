@@ -27,7 +27,11 @@ use crate::words::ReceiveClock;
 /// batches split into consecutive sub-sessions, each one's mean of every compared metric: the bench's own
 /// between-session spread), and a comparison's `between_session` may be `measured` (both sides' sub-session
 /// spreads) and carry a `note`; version 9 and older read without sub-sessions (no measured spread).
-pub const BENCH_VERSION: u32 = 10;
+/// 11: a workload from the field (`workload.field`: a trace replay or conversations) and per request its
+/// `lateness`, `conversation`, `turn`, `prompt_tokens`, `cached_tokens` and `expected_cached` (all absent in a
+/// bench of the built-in workload); a field level's `metrics.field` sums them up ([`crate::field::FieldSummary`]).
+/// Version 10 and older read as they are.
+pub const BENCH_VERSION: u32 = 11;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -77,6 +81,21 @@ pub struct Workload {
     /// Goodput limits (`[profiles.P.bench.slo]`): a request is good when it meets every one given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<Slo>,
+    /// A trace replay or conversations instead of the prompts (version 11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<crate::field::FieldWorkload>,
+    /// The trace's rows or the conversations, in order (not written into records: the digest stands for them).
+    #[serde(skip)]
+    pub field_data: FieldData,
+}
+
+/// The parsed input of a field workload.
+#[derive(Debug, Clone, Default)]
+pub enum FieldData {
+    #[default]
+    None,
+    Trace(std::sync::Arc<Vec<crate::field::TraceRow>>),
+    Conversations(std::sync::Arc<Vec<crate::field::Conversation>>),
 }
 
 /// Service-level limits for goodput, in seconds; absent ones are not checked.
@@ -103,6 +122,8 @@ impl Workload {
             rate: None,
             seed: None,
             slo: None,
+            field: None,
+            field_data: FieldData::None,
         }
     }
 
@@ -181,7 +202,7 @@ pub const PROMPTS: &[&str] = &[
     "Explain how trains switch from one track to another.",
 ];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Seconds after the batch was released.
     pub start: f64,
@@ -199,6 +220,22 @@ pub struct RequestRecord {
     /// first character (its time stays exact). 0, and absent, when the whole text is kept (and before version 5).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub text_dropped: u64,
+    /// A field workload's request (version 11): how far behind its scheduled time it was sent (seconds; a trace
+    /// replay), its conversation and turn (0 first), the prompt tokens the server reported, those it said came
+    /// from its cache (`usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`), and those
+    /// the workload shares with what was sent before it (what a cache that kept everything would reuse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lateness: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cached: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -704,6 +704,7 @@ pub(crate) async fn run_batch(
                             error: None,
                             connected,
                             text_dropped,
+                            ..Default::default()
                         }
                     }
                     Err(e) => RequestRecord {
@@ -713,6 +714,7 @@ pub(crate) async fn run_batch(
                         error: Some(e.to_string()),
                         connected,
                         text_dropped: 0,
+                        ..Default::default()
                     },
                 };
                 (record, unstamped, conn, true)
@@ -744,6 +746,7 @@ pub(crate) async fn run_batch(
                 error: Some(format!("request task failed: {e}")),
                 connected: false,
                 text_dropped: 0,
+                ..Default::default()
             }),
         }
     }
@@ -777,6 +780,7 @@ fn late_arrival(at: f64, limit: std::time::Duration) -> RequestRecord {
         )),
         connected: false,
         text_dropped: 0,
+        ..Default::default()
     }
 }
 
@@ -875,7 +879,15 @@ mod report_tests {
         // TTFT 0.1 s (after a role-only event), then three more one-word events `gap` apart.
         let mut events = vec![(0.05, String::new(), String::new())];
         events.extend((0..4).map(|i| (0.1 + i as f64 * gap, "word ".to_owned(), String::new())));
-        RequestRecord { start, events, completion_tokens: Some(4), error: None, connected: false, text_dropped: 0 }
+        RequestRecord {
+            start,
+            events,
+            completion_tokens: Some(4),
+            error: None,
+            connected: false,
+            text_dropped: 0,
+            ..Default::default()
+        }
     }
 
     fn bench(levels: Vec<Level>) -> BenchRecord {

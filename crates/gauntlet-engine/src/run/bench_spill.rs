@@ -414,6 +414,7 @@ mod tests {
             error: None,
             connected: false,
             text_dropped: 0,
+            ..Default::default()
         }
     }
 

@@ -151,6 +151,7 @@ impl Server<'_> {
             error: Some("no request was sent".into()),
             connected: false,
             text_dropped: 0,
+            ..Default::default()
         })
     }
 }
@@ -621,6 +622,7 @@ mod tests {
             error: None,
             connected: false,
             text_dropped: 0,
+            ..Default::default()
         };
         let side =
             Side { profile: "a".into(), identity_digest: "d".into(), stops: vec![], starts: 1, server_metrics: vec![] };
