@@ -276,6 +276,64 @@ pub fn summarize(requests: &[RequestRecord], block: Option<(u32, String)>, prefi
     s
 }
 
+/// A field level's summary in `bench.md`: lateness, per-turn TTFT and tokens, the measured and expected hit rates,
+/// and its notes; empty for any other level. Every text from the record is cleaned (a record is untrusted).
+pub fn markdown(level: &gauntlet_schema::bench::Level) -> String {
+    use std::fmt::Write;
+    let Some(v) = level.metrics.get("field") else { return String::new() };
+    let Ok(s) = serde_json::from_value::<gauntlet_schema::field::FieldSummary>(v.clone()) else { return String::new() };
+    let clean = |t: &str| crate::util::clean::line(t);
+    let ms = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.1}", x * 1e3));
+    let pct = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.1} %", x * 100.0));
+    let mut md =
+        format!("\n## Field workload (concurrency {})\n\n- Prefixes: {}\n", level.concurrency, clean(&s.prefix));
+    if let Some(l) = &s.lateness {
+        let _ = writeln!(
+            md,
+            "- Lateness (sent behind the trace's schedule): p50 {} ms, p99 {} ms, max {} ms; {} of {} over {} ms",
+            ms(Some(l.p50)),
+            ms(Some(l.p99)),
+            ms(Some(l.max)),
+            l.late,
+            l.requests,
+            ms(Some(l.limit))
+        );
+    }
+    if let Some(c) = &s.cache {
+        let block = c.block.map_or("unknown".to_owned(), |b| format!("{b} token(s), {}", clean(&c.block_source)));
+        let _ = writeln!(
+            md,
+            "- Prefix cache: measured {} ({} of {} prompt tokens, {} of {} answers reporting), expected {}; cache block {}",
+            pct(c.measured_rate),
+            c.cached_tokens,
+            c.prompt_tokens,
+            c.reported,
+            c.answered,
+            pct(c.expected_rate),
+            block
+        );
+    }
+    if !s.turns.is_empty() {
+        md.push_str("\n| turn | requests | TTFT mean ms | TTFT p50 ms | prompt tokens | cached tokens |\n|---:|---:|---:|---:|---:|---:|\n");
+        for t in &s.turns {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} |",
+                t.turn,
+                t.requests,
+                ms(t.ttft_mean),
+                ms(t.ttft_p50),
+                t.prompt_tokens,
+                t.cached_tokens
+            );
+        }
+    }
+    for n in &s.notes {
+        let _ = writeln!(md, "- Note: {}", clean(n));
+    }
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -285,7 +285,7 @@ pub fn markdown(r: &BenchRecord) -> String {
         }
     }
     for l in &r.levels {
-        md.push_str(&super::field::markdown(l));
+        md.push_str(&crate::bench::field::markdown(l));
     }
     if let Some(m) = &r.server_metrics {
         md.push_str(&crate::report::markdown::server_metrics(m, "bench (warm-ups included)"));

@@ -89,7 +89,7 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
     assert_eq!(c["between_session"]["candidate_side"]["sub_sessions"], 3, "{c}");
     assert_eq!(c["call"], "regression", "{stdout}");
     let measured_mde = c["mde"].as_f64().unwrap();
-    assert_eq!(record["bench_version"], 10);
+    assert_eq!(record["bench_version"], 11);
     assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
     assert!(stdout.contains("measured over 3 + 3 sub-sessions"), "{stdout}");
     // Against the old baseline: the default, said so.
