@@ -81,6 +81,7 @@ pub(crate) async fn measure(
     )));
     let mut fold = LevelFold::new(c, workload);
     let mut kept: Vec<RequestRecord> = Vec::new();
+    let mut capped = false;
     let seed = workload.seed.unwrap_or(1);
     for i in 0..workload.warmups + workload.repetitions {
         let ctx = Ctx { endpoint: endpoint.clone(), client: client.clone(), profile: profile.clone(), workload };
@@ -99,8 +100,18 @@ pub(crate) async fn measure(
             _ => return (Vec::new(), vec!["the field workload's input was not read".into()]),
         };
         if i >= workload.warmups {
-            // The summary needs the requests' numbers only: kept without their text.
-            kept.extend(batch.requests.iter().map(|r| RequestRecord { events: first_event(r), ..r.clone() }));
+            // The summary needs the requests' numbers only: kept without their text, and at most SUMMARY_KEPT of
+            // them (a long bench of a large trace summarizes its first ones, and says so).
+            let room = SUMMARY_KEPT.saturating_sub(kept.len());
+            if room < batch.requests.len() && !capped {
+                capped = true;
+                reporter.event(&RunEvent::Note(format!(
+                    "the field summary counts the first {SUMMARY_KEPT} measured requests; the record keeps them all"
+                )));
+            }
+            kept.extend(
+                batch.requests.iter().take(room).map(|r| RequestRecord { events: first_event(r), ..r.clone() }),
+            );
             fold.add(batch, spill.as_deref_mut());
         }
         if crate::server::interrupted().is_some() {
@@ -121,7 +132,10 @@ pub(crate) async fn measure(
             .load(std::sync::atomic::Ordering::Relaxed)
             .then(|| (1, "llama.cpp's timings (cache_n): a common prefix is reused token by token".to_owned()))
     });
-    let summary = build::summarize(&kept, block, &prefix);
+    let mut summary = build::summarize(&kept, block, &prefix);
+    if capped {
+        summary.notes.push(format!("counted over the first {SUMMARY_KEPT} measured requests"));
+    }
     for n in &summary.notes {
         reporter.event(&RunEvent::Note(n.clone()));
     }
@@ -131,6 +145,9 @@ pub(crate) async fn measure(
     }
     (vec![level], Vec::new())
 }
+
+/// Measured requests the level's field summary counts (each held without its answer text while the bench runs).
+const SUMMARY_KEPT: usize = 200_000;
 
 /// Set when an answer carried llama.cpp's `timings.cache_n`: the engine, when the profile names no kind.
 static LLAMA_TIMINGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
