@@ -32,7 +32,11 @@ use crate::words::ReceiveClock;
 /// samples and sub-session means of `server_tpot_mean` (each batch's mean of the server's time per output token),
 /// and a comparison's `clock` (which clock timed the metric it compares); version 10 and older read without them
 /// (the client's clock decides, as it did).
-pub const BENCH_VERSION: u32 = 11;
+/// 12: a workload from the field (`workload.field`: a trace replay or conversations) and per request its
+/// `lateness`, `conversation`, `turn`, `prompt_tokens`, `cached_tokens` and `expected_cached` (all absent in a
+/// bench of the built-in workload); a field level's `metrics.field` sums them up ([`crate::field::FieldSummary`]).
+/// Version 11 and older read as they are.
+pub const BENCH_VERSION: u32 = 12;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -82,6 +86,21 @@ pub struct Workload {
     /// Goodput limits (`[profiles.P.bench.slo]`): a request is good when it meets every one given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<Slo>,
+    /// A trace replay or conversations instead of the prompts (version 11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<crate::field::FieldWorkload>,
+    /// The trace's rows or the conversations, in order (not written into records: the digest stands for them).
+    #[serde(skip)]
+    pub field_data: FieldData,
+}
+
+/// The parsed input of a field workload.
+#[derive(Debug, Clone, Default)]
+pub enum FieldData {
+    #[default]
+    None,
+    Trace(std::sync::Arc<Vec<crate::field::TraceRow>>),
+    Conversations(std::sync::Arc<Vec<crate::field::Conversation>>),
 }
 
 /// Service-level limits for goodput, in seconds; absent ones are not checked.
@@ -108,6 +127,8 @@ impl Workload {
             rate: None,
             seed: None,
             slo: None,
+            field: None,
+            field_data: FieldData::None,
         }
     }
 
@@ -186,7 +207,7 @@ pub const PROMPTS: &[&str] = &[
     "Explain how trains switch from one track to another.",
 ];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RequestRecord {
     /// Seconds after the batch was released.
     pub start: f64,
@@ -208,6 +229,22 @@ pub struct RequestRecord {
     /// client's scheduling in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<crate::ServerTimings>,
+    /// A field workload's request (version 11): how far behind its scheduled time it was sent (seconds; a trace
+    /// replay), its conversation and turn (0 first), the prompt tokens the server reported, those it said came
+    /// from its cache (`usage.prompt_tokens_details.cached_tokens`, else llama.cpp's `timings.cache_n`), and those
+    /// the workload shares with what was sent before it (what a cache that kept everything would reuse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lateness: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_cached: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {

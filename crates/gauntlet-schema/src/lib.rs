@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod determinism;
 pub mod diff;
+pub mod field;
 pub mod finding;
 pub mod identity;
 pub mod lossless;

@@ -148,6 +148,26 @@ impl Client {
         Ok((url, resp))
     }
 
+    /// POST a small JSON document (a tokenizer endpoint) and read its JSON answer: a 200 answer of at most 1 MiB,
+    /// all of it within `timeout`.
+    pub async fn post_json(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value, ClientError> {
+        let url = self.url(path);
+        let bytes =
+            serde_json::to_vec(body).map_err(|e| ClientError::Transport(format!("cannot encode request: {e}")))?;
+        let mut req =
+            self.http.post(&url).timeout(timeout).header(reqwest::header::CONTENT_TYPE, "application/json").body(bytes);
+        if let Some(key) = &self.api_key {
+            req = req.bearer_auth(key);
+        }
+        let resp = req.send().await.map_err(|e| transport(&url, e, timeout.as_secs_f64(), false))?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            return Err(ClientError::Status { url, status, body: String::new() });
+        }
+        let buf = read_capped(resp, &url, timeout, 1 << 20).await?;
+        serde_json::from_slice(&buf).map_err(|e| ClientError::Malformed(format!("body is not JSON ({e})")))
+    }
+
     /// GET a health endpoint; Ok(status) for any HTTP answer.
     pub async fn health(&self, path: &str, timeout: Duration) -> Result<u16, ClientError> {
         let (_, resp) = self.get(path, timeout).await?;

@@ -2,12 +2,14 @@
 
 mod build;
 mod device;
+mod field;
 mod fields;
 mod load;
 mod qualify;
 
 pub use build::{BuildSpec, DEFAULT_BUILD_TIMEOUT};
 pub use device::Device;
+pub use field::{parse_mooncake, parse_sharegpt};
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;
 pub use load::{

@@ -34,7 +34,9 @@ pub fn workload_problem(w: &Workload) -> Option<String> {
         ));
     }
     let within = |n: usize, lo: i64, hi: i64| (lo..=hi).contains(&i64::try_from(n).unwrap_or(i64::MAX));
-    if w.concurrency.is_empty() || !w.concurrency.iter().all(|&c| within(c, 1, CONCURRENCY_MAX)) {
+    // A field workload's one level is its trace's rows or its conversations, bounded where it was read.
+    let concurrency_max = if w.field.is_some() { i64::MAX } else { CONCURRENCY_MAX };
+    if w.concurrency.is_empty() || !w.concurrency.iter().all(|&c| within(c, 1, concurrency_max)) {
         return Some(format!("--concurrency: each level must be within 1..={CONCURRENCY_MAX}"));
     }
     if !(1..=MAX_TOKENS_MAX as u64).contains(&w.max_tokens) {
@@ -286,13 +288,23 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
         r,
         "bench",
         Workload::new(vec![1, 2], 64, 1, 5),
-        &["prompts", "rate", "seed", "slo", "paired", "decide"],
+        &["prompts", "rate", "seed", "slo", "paired", "decide", "workload"],
     );
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
     w.slo = read_slo(p, &b);
     w.rate = b.float(p, "rate", *RATE_RANGE.start(), *RATE_RANGE.end());
     w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
+    if let Some((field, data)) = super::field::read_field(p, &b, root) {
+        if b.has("prompts") || b.has("rate") {
+            p.error(&b.at("workload"), "a field workload brings its own prompts and times: drop `prompts` and `rate`");
+        }
+        // A trace replays all its rows a batch; conversations all run at once.
+        w.concurrency = vec![field.concurrency()];
+        w.field = Some(field);
+        w.field_data = data;
+        return w;
+    }
     let Some(rel) = b.string(p, "prompts") else { return w };
     let file = root.join(&rel);
     let bytes = match crate::util::bounded::read_named_bytes(&file, crate::util::bounded::RECORD_CAP) {

@@ -256,6 +256,9 @@ pub(crate) async fn measure(
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
+    if let Some(field) = &workload.field {
+        return super::field::measure(client, profile, workload, field, spill, reporter).await;
+    }
     // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
     let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
         .await
@@ -321,7 +324,7 @@ pub(crate) async fn measure(
 pub type Spreads = std::collections::BTreeMap<(usize, String), stats::Between>;
 
 fn same_workload(a: &Workload, b: &Workload) -> bool {
-    (&a.corpus, a.max_tokens, a.rate, a.seed) == (&b.corpus, b.max_tokens, b.rate, b.seed)
+    (&a.corpus, a.max_tokens, a.rate, a.seed, &a.field) == (&b.corpus, b.max_tokens, b.rate, b.seed, &b.field)
 }
 
 /// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on).
@@ -433,7 +436,7 @@ pub fn assess(
     for l in levels.iter_mut() {
         // A closed loop must have had the whole batch in flight; an open loop spreads it out by design.
         let tally = l.tally_or_fold();
-        if workload.rate.is_none() && tally.short > 0 {
+        if workload.rate.is_none() && workload.field.is_none() && tally.short > 0 {
             problems.push(format!(
                 "concurrency {}: the client never had {} requests in flight at once (at most {})",
                 l.concurrency, l.concurrency, tally.in_flight_max
@@ -785,6 +788,7 @@ pub(crate) async fn run_batch(
                             connected,
                             text_dropped,
                             timings: a.timings,
+                            ..Default::default()
                         }
                     }
                     Err(e) => RequestRecord {
@@ -795,6 +799,7 @@ pub(crate) async fn run_batch(
                         connected,
                         text_dropped: 0,
                         timings: None,
+                        ..Default::default()
                     },
                 };
                 (record, unstamped, conn, true)
@@ -827,6 +832,7 @@ pub(crate) async fn run_batch(
                 connected: false,
                 text_dropped: 0,
                 timings: None,
+                ..Default::default()
             }),
         }
     }
@@ -861,6 +867,7 @@ fn late_arrival(at: f64, limit: std::time::Duration) -> RequestRecord {
         connected: false,
         text_dropped: 0,
         timings: None,
+        ..Default::default()
     }
 }
 
@@ -967,6 +974,7 @@ mod report_tests {
             connected: false,
             text_dropped: 0,
             timings: None,
+            ..Default::default()
         }
     }
 

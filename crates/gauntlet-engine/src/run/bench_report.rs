@@ -287,6 +287,9 @@ pub fn markdown(r: &BenchRecord) -> String {
             let _ = writeln!(md, "- {}", comparison_line(conc, c));
         }
     }
+    for l in &r.levels {
+        md.push_str(&crate::bench::field::markdown(l));
+    }
     if let Some(m) = &r.server_metrics {
         md.push_str(&crate::report::markdown::server_metrics(m, "bench (warm-ups included)"));
     }

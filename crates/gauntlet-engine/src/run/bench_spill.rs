@@ -415,6 +415,7 @@ mod tests {
             connected: false,
             text_dropped: 0,
             timings: None,
+            ..Default::default()
         }
     }
 

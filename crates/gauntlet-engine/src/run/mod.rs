@@ -4,6 +4,7 @@ mod bench;
 pub mod bench_html;
 pub mod bench_report;
 mod bench_spill;
+mod field;
 mod gate;
 pub mod lossless;
 mod outputs;

@@ -188,6 +188,7 @@ impl Server<'_> {
             connected: false,
             text_dropped: 0,
             timings: None,
+            ..Default::default()
         })
     }
 }
@@ -677,6 +678,7 @@ mod tests {
             connected: false,
             text_dropped: 0,
             timings: None,
+            ..Default::default()
         };
         let side =
             Side { profile: "a".into(), identity_digest: "d".into(), stops: vec![], starts: 1, server_metrics: vec![] };

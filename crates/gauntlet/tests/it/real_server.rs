@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::common::{Run, finish, free_port, gauntlet, processes_tagged, render_in_chromium};
 use serde_json::Value;
 
+mod field;
 mod mistralrs;
 mod netfault;
 mod paired;

@@ -9,6 +9,7 @@ mod compare;
 mod dialects;
 mod engines;
 mod escape;
+mod field;
 mod formats;
 mod github;
 mod gpu;
