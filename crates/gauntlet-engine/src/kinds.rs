@@ -360,6 +360,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::Dir, ModelForm::Hub],
         checks_model_name: false,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
     // llama-cpp-python's server (`pip install 'llama-cpp-python[server]'`, module `llama_cpp.server`; --model,
     // --host, --port, --n_ctx from its settings). A replay, not a real server of the tests: its wheel is a 12-minute
@@ -384,6 +385,7 @@ pub const KINDS: &[Kind] = &[
         models: &[ModelForm::File],
         checks_model_name: false,
         model_aliases: &[],
+        draft: Draft::Unknown,
     },
 ];
 
