@@ -160,7 +160,7 @@ pub fn run_bench(
             let client = session.client.clone();
             let process = session.process_mut();
             let (measured, died) =
-                rt.block_on(measure(&client, profile, workload, process, Some(&mut spill), reporter));
+                rt.block_on(super::measure(&client, profile, workload, process, Some(&mut spill), reporter));
             levels = measured;
             problems.extend(died);
         }
@@ -245,9 +245,10 @@ pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError
     Ok(())
 }
 
-/// Every concurrency of `workload` on a ready server: warm-ups discarded, one [`Level`] per concurrency. Stops early
-/// (and says so) when the spawned server dies.
-pub(crate) async fn measure(
+/// Every concurrency of the built-in `workload` on a ready server: warm-ups discarded, one [`Level`] per
+/// concurrency. Stops early (and says so) when the spawned server dies. A field workload is measured by
+/// [`super::field`]; [`super::measure`] chooses.
+pub(crate) async fn measure_levels(
     client: &Client,
     profile: &Profile,
     workload: &Workload,
@@ -256,9 +257,6 @@ pub(crate) async fn measure(
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
     let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
-    if let Some(field) = &workload.field {
-        return super::field::measure(client, profile, workload, field, spill, reporter).await;
-    }
     // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
     let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
         .await

@@ -15,7 +15,28 @@ pub use bench::{
     Spreads, Workload, assess, between_session_spreads, confirm, read_bench, read_corpus, recorded_spreads, run_bench,
     write_bench,
 };
-pub(crate) use bench::{Ways, level, measure, run_batch, to_timeline};
+pub(crate) use bench::{Ways, level, run_batch, to_timeline};
+
+/// Every concurrency of `workload` on a ready server, one [`Level`](gauntlet_schema::bench::Level) each: a field
+/// workload (a trace replay or conversations) by [`field`], the built-in one by [`bench`]. Chosen here so that
+/// neither of the two measuring modules depends on the other.
+pub(crate) async fn measure(
+    client: &crate::client::Client,
+    profile: &crate::manifest::Profile,
+    workload: &gauntlet_schema::bench::Workload,
+    process: Option<&mut crate::server::ServerProcess>,
+    spill: Option<&mut bench_spill::Spill>,
+    reporter: &mut dyn Reporter,
+) -> (Vec<gauntlet_schema::bench::Level>, Vec<String>) {
+    match &workload.field {
+        Some(field) => {
+            let client =
+                &client.clone().timing_first().with_max_response_bytes(bench::response_limit(workload.max_tokens));
+            field::measure(client, profile, workload, field, spill, reporter).await
+        }
+        None => bench::measure_levels(client, profile, workload, process, spill, reporter).await,
+    }
+}
 pub mod paired;
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, case_request, new_case_record, repeat_source};
