@@ -25,7 +25,7 @@
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
-stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens|detect}
+stage=${1:?usage: gpu-validate.sh start|part|run|overhead|tokens|detect|spec}
 GV=${GV:-/tmp/gv}
 OUT=${OUT:-$PWD/gpu-out}
 MODEL_SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
@@ -162,7 +162,7 @@ start)
     cmake -S '$GV/src/llama.cpp' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
       -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-    && cmake --build '$GV/build' --target llama-server -j \$(nproc) && touch '$GV/build.done' || touch '$GV/build.failed'
+    && cmake --build '$GV/build' --target llama-server llama-quantize -j \$(nproc) && touch '$GV/build.done' || touch '$GV/build.failed'
   " >"$GV/build.log" 2>&1 </dev/null &
   write_manifest
   say "doctor, GPU idle"
@@ -290,22 +290,96 @@ EOF
   ;;
 detect)
   for f in gauntlet gauntlet-fake-server; do [ -f ".gpu-b/$f" ] && cp ".gpu-b/$f" "$GV/$f"; chmod +x "$GV/$f" || exit 1; done
+  began=$SECONDS
   model_and_build
-  lanes=${DETECT_LANES:-4}
-  say "detection table: $lanes lanes of 4 cores for ${DETECT_SECONDS:-420} s; the last lane behind one 40 ms hop shared by both members (#30)"
-  for l in $(seq 0 $((lanes - 1))); do
-    hold=0; [ "$l" = $((lanes - 1)) ] && hold=40
-    GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="-ngl 99" \
-      GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$l.csv GAUNTLET_DETECT_TRIALS=50 \
-      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_DETECT_HOP=shared GAUNTLET_HOME=$GV/home-$l \
-      timeout -k 30 "${DETECT_SECONDS:-420}" taskset -c $((4 * l))-$((4 * l + 3)) bash scripts/bench-detection.sh \
-      >"$GV/detect-$l.log" 2>&1 &
+  # Lanes: WHERE:HOP:CORES words. WHERE is gpu (the CUDA server, -ngl 99) or cpu (the same binary with the GPU
+  # hidden: CUDA_VISIBLE_DEVICES=, so a lane of 2 cores is a 2-core machine without the VMs' neighbours); HOP is
+  # plain or hop (#30's scenario: one hop shared by both members that holds every other answer 40 ms).
+  layout=${DETECT_LAYOUT:-gpu:plain:4 gpu:plain:4 gpu:plain:4 gpu:hop:4}
+  # The call has a deadline: the lanes get what is left of DETECT_BUDGET seconds after the build wait.
+  seconds=$(( ${DETECT_BUDGET:-560} - (SECONDS - began) ))
+  [ "$seconds" -gt 60 ] || { echo "no time left for the lanes ($seconds s)"; exit 1; }
+  say "detection: lanes [$layout], ${DETECT_TOKENS:-24} tokens a request, $seconds s"
+  core=0; l=0; lanes=()
+  for lane in $layout; do
+    IFS=: read -r where hop cores <<<"$lane"
+    hold=0; [ "$hop" = hop ] && hold=40
+    args="-ngl 99"; hide=0; [ "$where" = cpu ] && { args="-ngl 0"; hide=1; }
+    name="$where-$hop-$l"; lanes+=("$name")
+    ( [ "$hide" = 1 ] && export CUDA_VISIBLE_DEVICES=
+      GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="$args" \
+      GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$name.csv GAUNTLET_DETECT_TRIALS=50 \
+      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_DETECT_HOP=shared \
+      GAUNTLET_DETECT_TOKENS=${DETECT_TOKENS:-24} GAUNTLET_HOME=$GV/home-$l \
+      exec timeout -k 30 "$seconds" taskset -c "$core-$((core + cores - 1))" bash scripts/bench-detection.sh ) \
+      >"$GV/detect-$name.log" 2>&1 &
+    core=$((core + cores)); l=$((l + 1))
   done
   wait
-  for l in $(seq 0 $((lanes - 1))); do echo "--- lane $l"; tail -4 "$GV/detect-$l.log"; done | tee "$OUT/detect.log"
-  mapfile -t plain < <(seq -f "$OUT/detect-%g.csv" 0 $((lanes - 2)))
-  say "without the hop"; bash scripts/bench-detection.sh table "${plain[@]}" | tee -a "$OUT/detect.log"
-  say "behind the 40 ms hop"; bash scripts/bench-detection.sh table "$OUT/detect-$((lanes - 1)).csv" | tee -a "$OUT/detect.log"
+  for name in "${lanes[@]}"; do echo "--- lane $name"; tail -4 "$GV/detect-$name.log"; done | tee "$OUT/detect.log"
+  for group in gpu-plain gpu-hop cpu-plain cpu-hop; do
+    files=("$OUT"/detect-"$group"-*.csv)
+    [ -f "${files[0]}" ] || continue
+    say "$group"; bash scripts/bench-detection.sh table "${files[@]}" | tee -a "$OUT/detect.log"
+  done
+  ;;
+spec)
+  # #31's figure on a GPU: drafts re-quantized from the model by the CUDA build's own llama-quantize; a gate of the
+  # close draft (Q8_0) checked for losslessness against the draft-less profile, then the coarse draft (Q2_K) against
+  # the close draft's run as its baseline. Acceptance and mean accepted length from run.json.
+  [ -f .gpu-b/gauntlet ] && cp .gpu-b/gauntlet "$GV/gauntlet" && chmod +x "$GV/gauntlet"
+  model_and_build
+  for q in Q8_0:close Q2_K:coarse; do
+    timeout 180 "$GV/build/bin/llama-quantize" --allow-requantize "$GV/model.gguf" "$GV/${q#*:}.gguf" "${q%%:*}" 1 \
+      >"$GV/quantize-${q#*:}.log" 2>&1 || { echo "llama-quantize ${q%%:*} failed"; tail -5 "$GV/quantize-${q#*:}.log"; exit 1; }
+  done
+  mkdir -p "$GV/spec" || exit 1
+  ln -sf "$GV/model.gguf" "$GV/spec/model.gguf"; ln -sf "$GV/close.gguf" "$GV/spec/close.gguf"
+  ln -sf "$GV/coarse.gguf" "$GV/spec/coarse.gguf"; ln -sf "$GV/build/bin/llama-server" "$GV/spec/llama-server"
+  {
+    printf 'id = "speculative-gpu"\nversion = 1\n'
+    for c in 'compiler|Explain what a compiler does.|compil' 'planets|List the planets of the solar system.|mars' \
+      'story|Write a short story about a cat.|cat'; do
+      IFS='|' read -r id prompt word <<<"$c"
+      printf '\n[[cases]]\nid = "%s"\nmax_tokens = 128\nmessages = [{ role = "user", content = "%s" }]\ncheck = { contains = ["%s"] }\n' \
+        "$id" "$prompt" "$word"
+    done
+  } >"$GV/spec/suite.toml"
+  common='suite = "suite.toml"
+load_timeout = "120s"
+request_timeout = "60s"
+suite_budget = "300s"
+stop_grace = "10s"
+metrics = false
+server_arguments = ["-c", "2048", "-np", "1", "--no-webui", "-ngl", "99"]'
+  # SPEC_DEVICE= (empty) tries the stage on a machine without a GPU.
+  [ -n "${SPEC_DEVICE-nvidia:0}" ] && common="$common
+device = \"${SPEC_DEVICE-nvidia:0}\""
+  draft='draft_arguments = ["--spec-type", "draft-simple", "--spec-draft-n-max", "8", "-ngld", "99"]'
+  printf '%s\n' 'version = 1' '[models.smol]' 'path = "model.gguf"' '[models.close]' 'path = "close.gguf"' \
+    '[models.coarse]' 'path = "coarse.gguf"' '[servers.llama-server]' 'binary = "llama-server"' \
+    'draft_flag = "-md"' '[profiles.ar]' 'model = "smol"' 'server = "llama-server"' 'port = 18495' "$common" \
+    '[profiles.close]' 'model = "smol"' 'server = "llama-server"' 'port = 18496' "$common" 'draft = "close"' "$draft" \
+    'lossless_against = "ar"' '[profiles.coarse]' 'model = "smol"' 'server = "llama-server"' 'port = 18496' "$common" \
+    'draft = "coarse"' "$draft" >"$GV/spec/gauntlet.toml"
+  say "close draft (Q8_0), lossless against the draft-less profile, promoted"
+  "$GV/gauntlet" run --manifest "$GV/spec/gauntlet.toml" -p close --out "$GV/spec-close" --promote --trusted --note "GPU spec"
+  echo "close exit code: $?"
+  say "coarse draft (Q2_K) against the close draft's baseline"
+  "$GV/gauntlet" run --manifest "$GV/spec/gauntlet.toml" -p coarse --out "$GV/spec-coarse"
+  echo "coarse exit code: $?"
+  for r in close coarse; do
+    cp "$GV/spec-$r/run.json" "$OUT/spec-$r.json"; cp "$GV/spec-$r/report.md" "$OUT/spec-$r.md"
+  done
+  python3 -c '
+import json, sys
+for r in ["close", "coarse"]:
+    run = json.load(open(sys.argv[1] + "/spec-" + r + ".json"))
+    d = (run.get("decode") or {}).get("draft") or {}
+    print(r, "draft:", json.dumps(d)[:500])
+    print("  lossless:", json.dumps(run.get("lossless"))[:600])
+    print("  findings:", [(f.get("kind"), f.get("severity")) for f in run.get("findings", [])])
+' "$OUT" | tee "$OUT/spec.txt"
   ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
