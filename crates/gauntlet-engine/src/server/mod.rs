@@ -2,11 +2,13 @@
 
 mod cgroup;
 mod group;
+mod port_owner;
 mod process;
 mod signals;
 
 pub use cgroup::availability as cgroup_availability;
 pub use group::{ExpectedChild, group_members, spawn_expected};
+pub use port_owner::server_pids;
 pub use process::{
     Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
     server_environment,

@@ -372,6 +372,50 @@ impl ServerProcess {
     }
 
     /// The last `n` lines of the server log (reads at most the last 64 KiB).
+    /// Every live process of this spawn: its cgroup's members (when it has one) and its process group's.
+    pub fn members(&self) -> Vec<i32> {
+        let mut all = group_members(self.pgid);
+        if let Ok(c) = &self.cgroup {
+            all.extend(c.members());
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// Whether what listens on `port` is this spawn. Another program may hold the port by the time the server
+    /// tries to bind it (it was free when [`check_port_free`] looked; the server then fails to bind, or binds with
+    /// `SO_REUSEPORT` beside it), and a health probe cannot tell who answered. Ok(None): every listener is ours.
+    /// Ok(Some(why)): the listeners cannot be told (no socket visible in /proc/net, or its holder in another PID
+    /// namespace), which proves nothing either way. Err: a listener that is not this spawn's, named.
+    pub fn owns_listener(&self, port: u16) -> Result<Option<String>, String> {
+        let pids = match super::port_owner::listening_pids(port) {
+            Ok(pids) => pids,
+            Err(why) => return Ok(Some(why)),
+        };
+        let ours = self.members();
+        let foreign: Vec<String> = pids
+            .iter()
+            .filter(|p| !ours.contains(&(**p as i32)))
+            .map(|p| format!("pid {p} `{}`", group::command_line(*p as i32)))
+            .collect();
+        if foreign.is_empty() {
+            return Ok(None);
+        }
+        let ours_listen = pids.iter().any(|p| ours.contains(&(*p as i32)));
+        Err(format!(
+            "port {port} is held by a process that gauntlet did not start ({}){}; the server it spawned (pid {}) {}",
+            foreign.join(", "),
+            if ours_listen { " beside the spawned server" } else { "" },
+            self.pgid,
+            if ours_listen {
+                "shares the port with it, so an answer there may come from either"
+            } else {
+                "does not listen there, so what answered was not the server under test"
+            }
+        ))
+    }
+
     /// What the server's process group has spent until now (see [`gauntlet_schema::LoadCpu`]); None when /proc
     /// says nothing of it.
     pub fn cpu_account(&self) -> Option<gauntlet_schema::LoadCpu> {

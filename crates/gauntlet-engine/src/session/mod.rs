@@ -25,7 +25,6 @@
 pub mod describe;
 mod identity;
 pub mod metrics;
-mod port_owner;
 mod steps;
 
 use std::path::{Path, PathBuf};
@@ -40,8 +39,8 @@ use crate::manifest::{Profile, Target};
 use crate::sentry::gpu;
 use crate::server::{ServerProcess, SpawnError};
 
+pub use crate::server::server_pids;
 pub use identity::compute_identity;
-pub use port_owner::server_pids;
 pub use steps::OnGpu;
 pub(crate) use steps::server_build_info;
 pub(crate) use steps::server_on_gpu;

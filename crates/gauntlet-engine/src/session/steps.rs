@@ -263,6 +263,17 @@ pub(super) async fn wait_ready(
                 Err(e) => last = format!("/v1/models: {e}"),
             }
         }
+        // Whatever answered must be the server spawned here: another program may have taken the port between
+        // the free-port check and the server's bind (the server then exits, or has not bound yet), and its answers
+        // would be judged as ours.
+        if answered.is_some()
+            && let (Some(p), crate::manifest::Target::Spawn(spec)) = (process.as_deref(), &profile.target)
+            && let Err(why) = p.owns_listener(spec.port)
+        {
+            life.event("port-taken", why.clone());
+            life.finding("never-loaded", Severity::Fail, why.clone(), None);
+            return Err(NotReady::Failed(why));
+        }
         if let Some(probe) = answered {
             let warmup = json!({
                 "model": model,
@@ -274,6 +285,18 @@ pub(super) async fn wait_ready(
             match client.chat(&warmup, until).await {
                 Ok(_) => {
                     let secs = spawned_at.elapsed().as_secs_f64();
+                    // Asked again after the generation: the port may have changed hands while it ran.
+                    if let (Some(p), crate::manifest::Target::Spawn(spec)) = (process.as_deref(), &profile.target) {
+                        match p.owns_listener(spec.port) {
+                            Err(why) => {
+                                life.event("port-taken", why.clone());
+                                life.finding("never-loaded", Severity::Fail, why.clone(), None);
+                                return Err(NotReady::Failed(why));
+                            }
+                            Ok(Some(why)) => life.event("port-owner-unknown", why),
+                            Ok(None) => {}
+                        }
+                    }
                     let how = match probe {
                         "health" => format!("health {} 200", profile.health_path),
                         "models" => format!("no {} (404), /v1/models 200", profile.health_path),

@@ -348,7 +348,8 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
         inputs: &'a [(&'a str, &'a str)],
         base_sha: &'a str,
     }
-    // Runs one job's steps; returns its step outputs (GITHUB_OUTPUT lines) and the exit code of its last step.
+    // Runs one job's steps as GitHub would; returns its step outputs (GITHUB_OUTPUT lines) and the exit code of its
+    // first failing step (0 when none failed).
     let run_job =
         |wf: &serde_yaml::Value, job: &str, event: &Event, matrix_entry: Option<&Value>, needs: &[(&str, String)]| {
             let steps = wf["jobs"][job]["steps"].as_sequence().unwrap();
@@ -384,6 +385,18 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
                 out + rest
             };
             for step in steps {
+                // GitHub's step conditions: a step without `if:` (or `success()`) runs only while no earlier step
+                // failed; `always()` runs after a failure too (the upload of a failed gate's evidence);
+                // `failure()` only after one. The job's result is its first failing step's.
+                let runs = match step["if"].as_str().map(str::trim) {
+                    None | Some("success()") => code == 0,
+                    Some("always()") => true,
+                    Some("failure()") => code != 0,
+                    Some(other) => panic!("the replay does not know the step condition `{other}`"),
+                };
+                if !runs {
+                    continue;
+                }
                 if let Some(uses) = step["uses"].as_str() {
                     if uses.starts_with("actions/upload-artifact@") {
                         // The artifact lands where download-artifact puts it: <workspace>/shards/<name>/…
@@ -441,14 +454,17 @@ fn ci_workflow_steps_replay_against_the_embedded_default() {
                     }
                 }
                 let out = cmd.output().unwrap();
-                code = out.status.code().unwrap_or(-1);
-                if code != 0 {
+                let step_code = out.status.code().unwrap_or(-1);
+                if step_code != 0 {
                     eprintln!(
-                        "step `{run}` exited {code}\n{}\n{}",
+                        "step `{run}` exited {step_code}\n{}\n{}",
                         String::from_utf8_lossy(&out.stdout),
                         String::from_utf8_lossy(&out.stderr)
                     );
-                    break;
+                    if code == 0 {
+                        code = step_code;
+                    }
+                    continue;
                 }
                 for line in std::fs::read_to_string(&output_file).unwrap_or_default().lines() {
                     if let Some((k, v)) = line.split_once('=') {

@@ -77,3 +77,70 @@ fn hang_mid_stream_times_out_and_fails() {
     let err = run.case("gamma")["error"].as_str().unwrap_or_default().to_owned();
     assert!(err.contains("while reading the answer"), "{err}");
 }
+
+/// Another program takes the port after gauntlet found it free and before the spawned server binds it (here the
+/// server is a launcher still loading, as vLLM is before it binds). The foreign server answers health and the
+/// warm-up correctly, so without the ownership check the run would pass on answers of a server it never tested:
+/// readiness must name the foreign listener, fail the load, and leave that program alone.
+#[test]
+fn a_foreign_listener_on_the_spawned_servers_port_is_never_taken_for_the_server() {
+    let f = Fixture::new("foreign-port");
+    let manifest = f.write();
+    let dir = f.path().to_path_buf();
+    let (spawned, go) = (dir.join("spawned"), dir.join("foreign-up"));
+    // The server under test: says it started, waits (bounded) until the foreign listener is up, then loads
+    // forever without binding; gauntlet ends it.
+    let script = format!(
+        "#!/bin/sh\necho $$ > {spawned:?}\ni=0\nwhile [ ! -e {go:?} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); \
+         done\nexec sleep 60\n"
+    );
+    let bin = dir.join("bin/fake-server");
+    std::fs::remove_file(&bin).unwrap();
+    std::fs::write(&bin, script).unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    let out = dir.join("out");
+    let args: Vec<String> =
+        ["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()].map(str::to_owned).to_vec();
+    let run = std::thread::spawn(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        gauntlet(&args, &[], Duration::from_secs(90))
+    });
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    while !spawned.is_file() || std::fs::read_to_string(&spawned).unwrap_or_default().trim().is_empty() {
+        assert!(std::time::Instant::now() < until, "the spawned server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ours: i32 = std::fs::read_to_string(&spawned).unwrap().trim().parse().unwrap();
+    let foreign_tag = format!("gauntlet-test-foreign-listener-{}", std::process::id());
+    let mut foreign = Reaped(
+        std::process::Command::new(workspace_bin("gauntlet-fake-server"))
+            .args(["--port", &f.port.to_string(), "--tag", &foreign_tag, "--lifetime-s", "90"])
+            .args(["--answers", dir.join("answers.json").to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    while std::net::TcpStream::connect(("127.0.0.1", f.port)).is_err() {
+        assert!(std::time::Instant::now() < until, "the foreign server never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&go, "").unwrap();
+    let run = finish(run.join().unwrap(), &out);
+
+    assert_eq!(run.code, 1, "{}", run.explain());
+    assert_eq!(run.verdict(), "fail", "{}", run.explain());
+    let never = run.findings("never-loaded");
+    assert_eq!(never.len(), 1, "{}", run.explain());
+    let message = never[0]["message"].as_str().unwrap();
+    let foreign_pid = foreign.0.id().to_string();
+    assert!(
+        message.contains(&format!("pid {foreign_pid}")) && message.contains("did not start"),
+        "the finding names the foreign listener: {message}"
+    );
+    assert_eq!(run.case("alpha")["skip_reason"], "server did not load", "{}", run.explain());
+    assert!(run.case("alpha")["answer"].is_null(), "no case was answered by the foreign server");
+    assert!(foreign.0.try_wait().unwrap().is_none(), "the foreign server is not gauntlet's to stop");
+    assert!(!Path::new(&format!("/proc/{ours}")).exists(), "the spawned server was stopped");
+    assert_no_survivors(&f.tag);
+}

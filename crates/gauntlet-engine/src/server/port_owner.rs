@@ -1,4 +1,4 @@
-//! Which local process serves an attached `base_url`: the listening socket of its port in /proc/net/tcp and
+//! Which local process listens on a port (an attached `base_url`'s, a spawned server's): the listening socket of its port in /proc/net/tcp and
 //! tcp6, then the processes whose /proc/PID/fd links to that socket's inode. Read only; never signals anything.
 
 use std::collections::BTreeSet;
@@ -62,6 +62,11 @@ pub fn server_pids(base_url: &str) -> Result<Vec<u32>, String> {
     if !local {
         return Err(format!("`{base_url}` is not on this machine"));
     }
+    listening_pids(port)
+}
+
+/// The pids holding a socket that listens on `port` (any local address), or why they cannot be told.
+pub(crate) fn listening_pids(port: u16) -> Result<Vec<u32>, String> {
     let inodes = listening_inodes(port);
     if inodes.is_empty() {
         return Err(format!("no listening socket on port {port} is visible in /proc/net"));
