@@ -3,8 +3,8 @@
 #   1. formatting and lints,
 #   2. unit, snapshot and fault-injection tests (in parallel),
 #   3. the fuzz targets: each corpus replayed, then each target fuzzed for 5 seconds (scripts/fuzz.sh ci),
-#   4. the real-server tests (llama.cpp, mistral.rs and vLLM on CPU + SmolLM2-135M), one at a time, since they
-#      measure speed.
+#   4. the real-server tests (llama.cpp, mistral.rs and vLLM on CPU + SmolLM2-135M): those that judge no time two
+#      at a time, then those that measure speed one at a time.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -34,4 +34,7 @@ cargo nextest run --workspace --locked --no-fail-fast -E 'not test(/^real_server
 bash scripts/fuzz.sh ci
 # The native llama-server is built by gauntlet's own build step (capped, skipped when its source is unchanged).
 target/debug/gauntlet build --profile native --out target/native-build
-cargo nextest run --workspace --locked --no-fail-fast -E 'test(/^real_server::/)' --test-threads 1
+# The real-server tests in their two groups (.config/nextest.toml says which test is in which, and why): those that
+# judge no time two at a time, then those that measure speed one at a time with nothing beside them.
+cargo nextest run --workspace --locked --no-fail-fast -E 'group(real-server)' --test-threads 2
+cargo nextest run --workspace --locked --no-fail-fast -E 'group(real-server-speed)' --test-threads 1

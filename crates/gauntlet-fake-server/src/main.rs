@@ -40,7 +40,9 @@
 //!                           repeat (a prompt's second request) | concurrent (another request arrived within
 //!                           500 ms of this one; each request then takes 550 ms, so one sent after another's
 //!                           answer is never that close) | stream | prefix-cache
-//!                           (`cache_prompt: false`) | restart (not the first start; needs --state-file). The new
+//!                           (`cache_prompt: false`) | restart (not the first start; needs --state-file) | draft
+//!                           (every answer: a speculative draft that is not lossless, given in a profile's
+//!                           `draft_arguments` so that only the profile with the draft changes its answers). The new
 //!                           token is the reference's second candidate 0.01 nats below it with `:near-tie`, a
 //!                           candidate 0.15 nats below with `:numerical` (the new answer ranks the old token 0.15
 //!                           below its own: a swing of 0.30 nats), else a candidate 4.95 nats below
@@ -163,7 +165,7 @@ fn parse_args() -> Config {
             "--diverge" => {
                 let v = val();
                 let (row, flavour) = v.split_once(':').unwrap_or((v.as_str(), ""));
-                if !["repeat", "concurrent", "stream", "prefix-cache", "restart"].contains(&row) {
+                if !["repeat", "concurrent", "stream", "prefix-cache", "restart", "draft"].contains(&row) {
                     die(&format!("--diverge: unknown row `{row}`"));
                 }
                 c.near_tie = flavour == "near-tie";
@@ -602,6 +604,7 @@ fn handle(mut stream: TcpStream, c: &Config, counters: &Counters) -> std::io::Re
             Some("stream") => stream_mode,
             Some("prefix-cache") => req["cache_prompt"] == json!(false),
             Some("restart") => c.earlier_starts > 0,
+            Some("draft") => true,
             _ => false,
         };
     let keep = answer.rfind(' ').map_or(0, |i| i + 1);

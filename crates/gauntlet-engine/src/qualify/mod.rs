@@ -15,6 +15,7 @@ mod r1_correctness;
 pub mod r2_lm_eval;
 mod r2_quality;
 mod r3_determinism;
+mod r3_lossless;
 mod r4_r5_bench;
 mod r6_drift;
 mod report;
@@ -86,6 +87,25 @@ pub struct QualifyOptions<'a> {
     /// Stages to run; R0 and R7 always run.
     pub stages: Vec<String>,
     pub baseline: Option<(BenchRecord, String)>,
+    /// The profile the qualified one names in `lossless_against` (the same server without its draft): R3 then
+    /// checks losslessness against it (`r3_lossless`).
+    pub lossless_against: Option<&'a Profile>,
+}
+
+/// A stage's time limit: the manifest's, and for R3 with a losslessness step the time that step may take on top (its
+/// suite once more, and two lifecycles of the reference, each bounded by its own load timeout, suite budget and
+/// stop grace).
+fn stage_limit(
+    settings: &crate::manifest::QualifySettings,
+    id: &str,
+    profile: &Profile,
+    opts: &QualifyOptions,
+) -> Duration {
+    let base = settings.timeout(id);
+    match opts.lossless_against {
+        Some(r) if id == "R3" => base + profile.suite_budget + (r.load_timeout + r.suite_budget + r.stop_grace) * 2,
+        _ => base,
+    }
 }
 
 /// `R0,R1,R3` → the selection, with R0 and R7 added; unknown names are an error.
@@ -232,7 +252,7 @@ pub fn run_qualify(
                 file: (*file).into(),
                 started_at: None,
                 seconds: None,
-                timeout_seconds: settings.timeout(id).as_secs_f64(),
+                timeout_seconds: stage_limit(settings, id, profile, opts).as_secs_f64(),
                 timed_out: false,
                 summary: if selected { String::new() } else { "not selected".into() },
                 failures: Vec::new(),
@@ -374,7 +394,7 @@ pub fn run_qualify(
             bundle.skip_rest("the server died in an earlier stage", false);
             break;
         }
-        let limit = settings.timeout(id);
+        let limit = stage_limit(settings, id, profile, opts);
         let work = async {
             match id {
                 "R1" => correctness(&client, profile).await,
@@ -387,6 +407,7 @@ pub fn run_qualify(
                         dir,
                         base_url: &base_url,
                         clock,
+                        lossless_against: opts.lossless_against,
                     };
                     determinism(&client, profile, restart).await
                 }

@@ -9,16 +9,8 @@ use crate::client::Client;
 use crate::manifest::Profile;
 
 pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
-    let mut cases: Vec<gauntlet_schema::CaseRecord> = Vec::new();
-    let mut failures = Vec::new();
-    for case in &profile.suite.cases {
-        let mut record = crate::run::new_case_record(case, profile);
-        let source = crate::run::repeat_source(case, &cases, profile);
-        let deadline = tokio::time::Instant::now().into_std() + profile.request_timeout;
-        let _ = crate::run::answer_case(client, case, &mut record, source, deadline).await;
-        cases.push(record);
-    }
-    failures.extend(correctness_failures(&cases, &profile.thresholds.expected_failures));
+    let cases = ask_suite(client, profile).await;
+    let failures = correctness_failures(&cases, &profile.thresholds.expected_failures);
     let passed = cases.iter().filter(|c| c.status == CaseStatus::Pass).count();
     let summary = format!(
         "{passed}/{} cases pass ({} declared expected failures)",
@@ -26,6 +18,19 @@ pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
         profile.thresholds.expected_failures.len()
     );
     Outcome::judged(failures, summary, json!({"cases": cases}))
+}
+
+/// Every case of the suite asked once, one at a time, as the gate asks it (R3's losslessness step asks so too).
+pub(super) async fn ask_suite(client: &Client, profile: &Profile) -> Vec<gauntlet_schema::CaseRecord> {
+    let mut cases: Vec<gauntlet_schema::CaseRecord> = Vec::new();
+    for case in &profile.suite.cases {
+        let mut record = crate::run::new_case_record(case, profile);
+        let source = crate::run::repeat_source(case, &cases, profile);
+        let deadline = tokio::time::Instant::now().into_std() + profile.request_timeout;
+        let _ = crate::run::answer_case(client, case, &mut record, source, deadline).await;
+        cases.push(record);
+    }
+    cases
 }
 
 /// R1's rule (recomputed by `verify`): every case answers; every case not declared an expected failure passes.

@@ -8,7 +8,9 @@
 //! (near-tie, numerical, behaviour change: [`gauntlet_schema::tokens::class_of`]). The class is the finding's words;
 //! the row's verdict stays the seed's (a numerical flip still diverges the row). The matrix goes to `determinism.json`, and its rule
 //! ([`gauntlet_schema::determinism::row_verdict`], [`matrix_failures`]) is what `verify` recomputes. One sample is
-//! never evidence: an empty or missing answer fails its row.
+//! never evidence: an empty or missing answer fails its row. A profile with a draft and `lossless_against` adds the
+//! losslessness step (`r3_lossless`): the suite asked once more on the draft's server, the profile without the draft
+//! run twice while the restart row has the server stopped, and the greedy answers compared with a control.
 
 use std::path::Path;
 use std::time::Instant;
@@ -23,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::Outcome;
 use super::monitor::Monitor;
+use super::r3_lossless::{ReferenceRuns, judge, run_reference, status as lossless_status};
 use crate::client::{Client, TokenDialect};
 use crate::manifest::Profile;
 use crate::session::Session;
@@ -38,6 +41,9 @@ pub(super) struct Restart<'a> {
     pub dir: &'a Path,
     pub base_url: &'a str,
     pub clock: Instant,
+    /// The profile named by `lossless_against` (the same server without this one's draft): run twice while the
+    /// restart row has the server stopped, for the losslessness step (`r3_lossless`).
+    pub lossless_against: Option<&'a Profile>,
 }
 
 /// One answer as R3 keeps it.
@@ -173,7 +179,20 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
         }
         references.push((case, plain, reference));
     }
-    let restart_not_run = match restart_server(profile, restart).await {
+    // With a draft: the suite once more on the draft's server, as the gate asks it, for the losslessness step.
+    let lossless_against = restart.lossless_against;
+    let draft_answers = match lossless_against {
+        Some(_) => super::r1_correctness::ask_suite(client, profile).await,
+        None => Vec::new(),
+    };
+    let mut reference_runs: Option<ReferenceRuns> = None;
+    let restarted = restart_server(profile, restart, |dir| {
+        if let Some(reference) = lossless_against {
+            reference_runs = Some(run_reference(reference, dir));
+        }
+    })
+    .await;
+    let restart_not_run = match restarted {
         Ok(()) => {
             for (case, plain, reference) in &references {
                 let again = ask(client, profile, case, plain).await;
@@ -209,6 +228,16 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     if cases.is_empty() {
         failures.push("the suite has no case R3 can ask (tool calls and repeats aside): no evidence".into());
     }
+    let lossless = lossless_against.map(|reference| {
+        let runs = reference_runs.unwrap_or_else(|| {
+            Err(format!(
+                "the server was not stopped for the restart row, so `{}` could not run on its port ({})",
+                reference.name,
+                restart_not_run.as_deref().unwrap_or("no restart")
+            ))
+        });
+        judge(&dir, profile, &reference.name, draft_answers, runs)
+    });
     let summary = matrix
         .rows
         .iter()
@@ -238,24 +267,33 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
             |r| json!({"row": r.row, "verdict": r.verdict, "first_divergence": r.first_divergence, "jitter": r.jitter}),
         )
         .collect();
-    Outcome::judged(
-        failures,
-        format!("{summary} ({} cases, {n} concurrent copies)", cases.len()),
-        json!({"matrix_file": DETERMINISM_FILE, "concurrency": n, "near_tie_nats": NEAR_TIE_NATS, "rows": rows}),
-    )
+    let mut data =
+        json!({"matrix_file": DETERMINISM_FILE, "concurrency": n, "near_tie_nats": NEAR_TIE_NATS, "rows": rows});
+    let mut summary = format!("{summary} ({} cases, {n} concurrent copies)", cases.len());
+    let mut cannot_tell = Vec::new();
+    if let Some(l) = lossless {
+        failures.extend(l.failures);
+        cannot_tell = l.cannot_tell;
+        summary = format!("{summary} · {}", l.summary);
+        data["lossless"] = l.data;
+    }
+    Outcome { status: lossless_status(&failures, &cannot_tell), summary, failures, data }
 }
 
 /// Restarts a spawned server through the session, the monitor paused around it. An attached server is not
 /// gauntlet's to restart: the row does not run, and says why.
-async fn restart_server(profile: &Profile, r: Restart<'_>) -> Result<(), String> {
+/// `while_stopped` runs with the bundle's folder once the server has stopped cleanly, before it starts again; for an
+/// attached server (whose port is not gauntlet's) it runs without a stop.
+async fn restart_server(profile: &Profile, r: Restart<'_>, while_stopped: impl FnOnce(&Path)) -> Result<(), String> {
     let Some(session) = r.session else { return Err("no session: the server was never started".into()) };
     if !session.spawned() {
+        while_stopped(r.dir);
         return Err("attached: gauntlet did not start this server, so it does not restart it".into());
     }
     if let Some(m) = r.monitor.take() {
         *r.samples_taken += m.stop();
     }
-    let restarted = session.restart(profile, &r.dir.join("server-restarted.log")).await;
+    let restarted = session.restart_after(profile, &r.dir.join("server-restarted.log"), || while_stopped(r.dir)).await;
     if session.exited().is_none() {
         *r.monitor = Some(Monitor::start(profile, r.dir, r.base_url, session.api_key.clone(), session.pid(), r.clock));
     }

@@ -367,7 +367,17 @@ fn r3(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
             r.verdict = again;
         }
     }
-    Some(if matrix_failures(&matrix).is_empty() { StageStatus::Pass } else { StageStatus::Fail })
+    let mut failures = matrix_failures(&matrix);
+    let mut cannot_tell = Vec::new();
+    if !file["lossless"].is_null() {
+        let mut read = |name: &str| read_json(dir, name, problems);
+        let mut found = Vec::new();
+        let (f, c) = super::r3_lossless::recheck(&file["lossless"], &mut read, &mut found);
+        problems.extend(found);
+        failures.extend(f);
+        cannot_tell = c;
+    }
+    Some(super::r3_lossless::status(&failures, &cannot_tell))
 }
 
 fn json_word<T: serde::Serialize>(v: &T) -> String {

@@ -456,6 +456,17 @@ impl Session {
     /// output in `log_path`, then waits for readiness under the load timeout: the same lifecycle, its events and
     /// findings in this session's. Returns the new load time. An attached server is not gauntlet's to restart.
     pub async fn restart(&mut self, profile: &Profile, log_path: &Path) -> Result<f64, String> {
+        self.restart_after(profile, log_path, || ()).await
+    }
+
+    /// [`Session::restart`], with `while_stopped` run once the server has stopped and before it starts again (R3
+    /// runs the profile without the draft there, on the port this one freed). It runs only after a clean stop.
+    pub async fn restart_after(
+        &mut self,
+        profile: &Profile,
+        log_path: &Path,
+        while_stopped: impl FnOnce(),
+    ) -> Result<f64, String> {
         let Target::Spawn(spec) = &profile.target else {
             return Err("attached: gauntlet did not start this server, so it does not restart it".into());
         };
@@ -465,6 +476,7 @@ impl Session {
         if stop != gauntlet_schema::StopOutcome::Terminated {
             return Err(format!("the server did not stop cleanly for the restart ({stop})"));
         }
+        while_stopped();
         let p = ServerProcess::spawn(spec, log_path).map_err(|e| format!("the restart failed: {e}"))?;
         self.life.event("restarted", format!("pid {} (output in {})", p.pid(), log_path.display()));
         self.process = Some(p);

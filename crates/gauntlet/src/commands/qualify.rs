@@ -45,7 +45,19 @@ pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
         )));
     }
     let mut view = terminal::View::new(terminal::stderr_is_terminal());
-    let opts = QualifyOptions { out_dir: &out_dir, identity: &identity, stages, baseline };
+    // With a draft and `lossless_against`, R3 checks losslessness against that profile (run while R3's restart row
+    // has this one's server stopped).
+    let lossless_against = match &profile.lossless_against {
+        Some(other) => Some(select_profile(&manifest, Some(other), None)?),
+        None => None,
+    };
+    let opts = QualifyOptions {
+        out_dir: &out_dir,
+        identity: &identity,
+        stages,
+        baseline,
+        lossless_against: lossless_against.as_ref(),
+    };
     let report = run_qualify(&profile, &opts, &mut view).map_err(|e| skip_or_fail(&out_dir, &profile.name, e))?;
     let mut out = crate::terminal::stdout();
     let _ = terminal::qualification(&mut out, &report, &out_dir);

@@ -18,6 +18,7 @@ mod html;
 mod inputs;
 mod lifecycle;
 mod lm_eval;
+mod lossless;
 mod merge;
 mod metrics;
 mod paired;
