@@ -30,8 +30,6 @@ pub struct BuildSpec {
     pub environment: BTreeMap<String, String>,
 }
 
-pub(crate) const BUILD_KEYS: &[&str] = &["command", "dir", "source", "timeout", "environment"];
-
 /// Reads `build` of a server table at `path`; `inside_root` resolves a manifest path (and reports one that leaves
 /// the root).
 pub(crate) fn read_build(
@@ -41,7 +39,7 @@ pub(crate) fn read_build(
     path: &str,
     inside_root: &mut dyn FnMut(&mut Problems, &str, &str) -> Option<PathBuf>,
 ) -> Option<BuildSpec> {
-    p.unknown_keys(t, path, BUILD_KEYS);
+    p.unknown_keys(t, path, super::contract::keys::<super::contract::Build>());
     let r = Reader::new(t, path.to_owned());
     let commands = read_commands(p, &r, inside_root);
     let dir = r.required_string(p, "dir").and_then(|d| inside_root(p, &r.at("dir"), &d));

@@ -12,6 +12,7 @@ use gauntlet_schema::bench::FieldData;
 use gauntlet_schema::field::{BLOCK_SIZE_DEFAULT, Conversation, FieldWorkload, Speaker, SyntheticShape, TraceRow};
 use serde_json::Value as Json;
 
+use super::contract::{self, keys};
 use super::fields::{Problems, Reader, inside_root};
 
 /// Bytes a trace or ShareGPT file may hold (Mooncake's published traces are a few MiB).
@@ -220,7 +221,7 @@ pub(crate) fn read_field(p: &mut Problems, b: &Reader, root: &Path) -> Option<(F
     let path = b.at("workload");
     let r = Reader::new(t, path.clone());
     if r.has("trace") {
-        p.unknown_keys(t, &path, &["trace", "format", "block_size", "speed"]);
+        p.unknown_keys(t, &path, keys::<contract::TraceWorkload>());
         let rel = r.string(p, "trace")?;
         match r.string(p, "format").as_deref() {
             Some("mooncake") => {}
@@ -256,7 +257,7 @@ pub(crate) fn read_field(p: &mut Problems, b: &Reader, root: &Path) -> Option<(F
             }
         }
     } else if r.has("sharegpt") {
-        p.unknown_keys(t, &path, &["sharegpt", "conversations", "turns"]);
+        p.unknown_keys(t, &path, keys::<contract::ShareGptWorkload>());
         let rel = r.string(p, "sharegpt")?;
         let most = r.integer(p, "conversations", 1, ROWS_MAX as i64).map_or(usize::MAX, |n| n as usize);
         let turns = r.integer(p, "turns", 1, MESSAGES_MAX as i64).map_or(usize::MAX, |n| n as usize);
@@ -284,8 +285,7 @@ pub(crate) fn read_field(p: &mut Problems, b: &Reader, root: &Path) -> Option<(F
             }
         }
     } else if r.has("conversations") {
-        let known = ["conversations", "turns", "system_words", "user_words", "assistant_words"];
-        p.unknown_keys(t, &path, &known);
+        p.unknown_keys(t, &path, keys::<contract::SyntheticWorkload>());
         let conversations = r.integer(p, "conversations", 1, 1024)? as usize;
         let turns = r.integer(p, "turns", 1, 64)? as usize;
         let words = |p: &mut Problems, key: &str, min: i64, default: u32| {

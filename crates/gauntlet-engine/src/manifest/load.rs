@@ -10,6 +10,7 @@ use super::Device;
 use gauntlet_schema::Thresholds;
 use toml::Table;
 
+use super::contract::{self, keys};
 use super::fields::{MAX_FILE_BYTES, Problems, Reader, base_url_problem, inside_root, join, read_capped};
 use crate::suite::Suite;
 
@@ -271,11 +272,7 @@ impl Manifest {
         let mut p = Problems::default();
         p.control_characters(&doc, "");
         let top = Reader::new(&doc, "");
-        p.unknown_keys(
-            &doc,
-            "",
-            &["version", "root", "default_profile", "store", "models", "servers", "features", "plan", "profiles"],
-        );
+        p.unknown_keys(&doc, "", keys::<contract::ManifestFile>());
         match top.integer(&mut p, "version", 1, i64::MAX) {
             Some(MANIFEST_VERSION) => {}
             Some(v) => p.error(
@@ -410,7 +407,7 @@ fn read_models(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String, 
             p.error(&path, "expected a table");
             continue;
         };
-        p.unknown_keys(mt, &path, &["path", "sha256", "hub", "revision"]);
+        p.unknown_keys(mt, &path, keys::<contract::Model>());
         let r = Reader::new(mt, path.clone());
         let sha256 = r.string(p, "sha256");
         if r.has("hub") {
@@ -482,23 +479,7 @@ fn read_servers(p: &mut Problems, top: &Reader, root: &Path) -> BTreeMap<String,
             p.error(&path, "expected a table");
             continue;
         };
-        p.unknown_keys(
-            st,
-            &path,
-            &[
-                "kind",
-                "binary",
-                "launch",
-                "model_flag",
-                "host_flag",
-                "port_flag",
-                "draft_flag",
-                "health_path",
-                "environment",
-                "secret_environment",
-                "build",
-            ],
-        );
+        p.unknown_keys(st, &path, keys::<contract::Server>());
         let r = Reader::new(st, path.clone());
         let kind_name = r.string(p, "kind");
         let kind = kind_name.as_deref().and_then(|k| {
@@ -606,67 +587,13 @@ struct Defs<'a> {
 
 fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<Profile> {
     let Defs { models, servers, features, root, doc } = *defs;
-    p.unknown_keys(
-        r.table,
-        &r.path,
-        &[
-            "model",
-            "server",
-            "host",
-            "port",
-            "server_arguments",
-            "environment",
-            "secret_environment",
-            "base_url",
-            "api_key_env",
-            "ca_file",
-            "headers_env",
-            "request_model",
-            "health_path",
-            "kind",
-            "parallel",
-            "context",
-            "suite",
-            "load_timeout",
-            "request_timeout",
-            "suite_budget",
-            "stop_grace",
-            "verdict",
-            "expected_failures",
-            "features",
-            "device",
-            "busy_wait",
-            "gpu_lock",
-            "runner",
-            "qualify",
-            "bench",
-            "dialect",
-            "extra_body",
-            "metrics",
-            "draft",
-            "draft_arguments",
-            "lossless_against",
-        ],
-    );
+    p.unknown_keys(r.table, &r.path, keys::<contract::Profile>());
     let errors_before = p.errors.len();
     let attach = r.has("base_url");
     let mut missing = Vec::new();
     let target = if attach {
         // Options that only mean something for a server gauntlet starts are refused rather than ignored.
-        for key in [
-            "model",
-            "server",
-            "host",
-            "port",
-            "server_arguments",
-            "environment",
-            "secret_environment",
-            "stop_grace",
-            "parallel",
-            "context",
-            "draft",
-            "draft_arguments",
-        ] {
+        for &key in contract::SPAWN_ONLY {
             if r.has(key) {
                 p.error(&r.at(key), "has no effect with `base_url` (gauntlet does not start an attached server)");
             }
@@ -698,7 +625,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
         if r.has("api_key_env") {
             p.error(&r.at("api_key_env"), "needs `base_url` (a server gauntlet starts takes no API key)");
         }
-        for key in ["ca_file", "headers_env"] {
+        for &key in contract::ATTACH_ONLY.iter().filter(|k| **k != "api_key_env") {
             if r.has(key) {
                 p.error(&r.at(key), "needs `base_url` (only an attached server is called with it)");
             }
@@ -936,17 +863,7 @@ fn read_profile(p: &mut Problems, name: &str, r: Reader, defs: &Defs) -> Option<
     }
     if let Some(vt) = r.table_of(p, "verdict") {
         let path = r.at("verdict");
-        p.unknown_keys(
-            vt,
-            &path,
-            &[
-                "min_pass_rate",
-                "fail_regressions",
-                "decode_ratio_warn",
-                "load_ratio_warn",
-                "draft_acceptance_ratio_warn",
-            ],
-        );
+        p.unknown_keys(vt, &path, keys::<contract::Verdict>());
         let v = Reader::new(vt, path);
         if let Some(x) = v.float(p, "min_pass_rate", 0.0, 1.0) {
             thresholds.min_pass_rate = x;
@@ -1116,7 +1033,7 @@ pub struct PathTable {
 fn read_plan(p: &mut Problems, top: &Reader, profiles: &BTreeMap<String, Profile>) -> PathTable {
     let mut table = PathTable::default();
     let Some(t) = top.table_of(p, "plan") else { return table };
-    p.unknown_keys(t, "plan", &["shared", "profiles"]);
+    p.unknown_keys(t, "plan", keys::<contract::Plan>());
     let r = Reader::new(t, "plan");
     table.shared = r.string_array(p, "shared").unwrap_or_default();
     if let Some(pt) = r.table_of(p, "profiles") {
@@ -1142,7 +1059,7 @@ fn read_features(p: &mut Problems, top: &Reader) -> BTreeMap<String, Vec<String>
             p.error(&path, "expected a table");
             continue;
         };
-        p.unknown_keys(ft, &path, &["flags"]);
+        p.unknown_keys(ft, &path, keys::<contract::Feature>());
         let r = Reader::new(ft, path);
         match r.string_array(p, "flags") {
             Some(flags) if !flags.is_empty() && flags.iter().all(|f| f.starts_with('-')) => {

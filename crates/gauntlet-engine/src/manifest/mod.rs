@@ -1,6 +1,7 @@
 //! TOML → validated profiles. Everything that can be checked before a process starts is checked here, once.
 
 mod build;
+mod contract;
 mod device;
 mod field;
 mod fields;
@@ -8,6 +9,7 @@ mod load;
 mod qualify;
 
 pub use build::{BuildSpec, DEFAULT_BUILD_TIMEOUT};
+pub use contract::{ManifestFile, schema, schema_text};
 pub use device::Device;
 pub use field::{parse_mooncake, parse_sharegpt};
 pub use fields::MAX_FILE_BYTES;

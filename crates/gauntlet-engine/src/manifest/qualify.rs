@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::Value;
 
+use super::contract::{self, keys};
 use super::fields::{Problems, Reader, join, type_name};
 use gauntlet_schema::bench::{Corpus, Workload};
 use serde_json::Value as Json;
@@ -16,10 +17,10 @@ pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
 
 /// The open loop's arrival rate, requests per second: the manifest's `rate` and `bench --rate` alike.
 pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
-const CONCURRENCY_MAX: i64 = 4096;
-const MAX_TOKENS_MAX: i64 = 1 << 20;
-const WARMUPS_MAX: i64 = 1000;
-const SAMPLES_MAX: i64 = 10_000;
+pub(crate) const CONCURRENCY_MAX: i64 = 4096;
+pub(crate) const MAX_TOKENS_MAX: i64 = 1 << 20;
+pub(crate) const WARMUPS_MAX: i64 = 1000;
+pub(crate) const SAMPLES_MAX: i64 = 10_000;
 
 /// A workload assembled from flags over the manifest's: every number within the ranges the manifest enforces
 /// (at least one measured batch), so no absurd value reaches the scheduler.
@@ -77,7 +78,7 @@ pub struct LmEval {
 }
 
 /// The largest `quality.lm_eval.limit`: a qualification stage, not a full benchmark run.
-const LM_EVAL_LIMIT_MAX: i64 = 1_000_000;
+pub(crate) const LM_EVAL_LIMIT_MAX: i64 = 1_000_000;
 
 /// A task or metric name reaches lm-eval's command line inside comma-separated lists: letters, digits and
 /// `_ - . ,` (metric only) keep it one name.
@@ -99,7 +100,7 @@ pub fn lm_eval_task_ok(name: &str) -> bool {
 fn read_lm_eval(p: &mut Problems, qr: &Reader, root: &Path) -> Option<LmEval> {
     let t = qr.table_of(p, "lm_eval")?;
     let path = qr.at("lm_eval");
-    p.unknown_keys(t, &path, &["tasks", "limit", "include_path", "metric"]);
+    p.unknown_keys(t, &path, keys::<contract::LmEvalTable>());
     let r = Reader::new(t, path);
     let tasks = match r.string_array(p, "tasks") {
         None if !r.has("tasks") => {
@@ -229,17 +230,15 @@ fn counts(p: &mut Problems, r: &Reader, key: &str) -> Option<Vec<usize>> {
 }
 
 fn workload(p: &mut Problems, r: &Reader, key: &str, w: Workload) -> Workload {
-    workload_with(p, r, key, w, &[])
+    workload_with(p, r, key, w, keys::<contract::QualifyWorkload>())
 }
 
-/// A workload table (`concurrency`, `max_tokens`, `warmups`, `samples`) plus the caller's `extra` keys.
+/// A workload table (`concurrency`, `max_tokens`, `warmups`, `samples`) of a table whose keys are `known`.
 /// `repetitions` is the deprecated name of `samples` (the flag `bench --repetitions` was): read with a warning.
-fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra: &[&str]) -> Workload {
+fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, known: &[&str]) -> Workload {
     let Some(t) = r.table_of(p, key) else { return w };
     let path = r.at(key);
-    let known: Vec<&str> =
-        ["concurrency", "max_tokens", "warmups", "samples", "repetitions"].iter().chain(extra).copied().collect();
-    p.unknown_keys(t, &path, &known);
+    p.unknown_keys(t, &path, known);
     let r = Reader::new(t, path);
     if let Some(c) = counts(p, &r, "concurrency") {
         w.concurrency = c;
@@ -268,7 +267,7 @@ fn workload_with(p: &mut Problems, r: &Reader, key: &str, mut w: Workload, extra
 fn read_slo(p: &mut Problems, b: &Reader) -> Option<gauntlet_schema::bench::Slo> {
     let t = b.table_of(p, "slo")?;
     let path = b.at("slo");
-    p.unknown_keys(t, &path, &["ttft", "tpot", "e2el"]);
+    p.unknown_keys(t, &path, keys::<contract::Slo>());
     let r = Reader::new(t, path.clone());
     let limit = Duration::from_secs(3600);
     let secs = |p: &mut Problems, key: &str| r.duration(p, key, limit).map(|d| d.as_secs_f64());
@@ -283,13 +282,7 @@ fn read_slo(p: &mut Problems, b: &Reader) -> Option<gauntlet_schema::bench::Slo>
 /// `[profiles.P.bench]`: the workload `gauntlet bench` runs when its flags do not say otherwise, with `prompts`, a
 /// JSONL corpus (relative to the manifest) of `{"prompt": "…"}` lines, instead of the built-in prompts.
 pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> Workload {
-    let mut w = workload_with(
-        p,
-        r,
-        "bench",
-        Workload::new(vec![1, 2], 64, 1, 5),
-        &["prompts", "rate", "seed", "slo", "paired", "decide", "workload"],
-    );
+    let mut w = workload_with(p, r, "bench", Workload::new(vec![1, 2], 64, 1, 5), keys::<contract::Bench>());
     let Some(t) = r.table_of(p, "bench") else { return w };
     let b = Reader::new(t, r.at("bench"));
     w.slo = read_slo(p, &b);
@@ -376,11 +369,7 @@ pub(crate) fn read_qualify(
     let mut s = default_settings(load_timeout, suite_budget);
     let Some(t) = r.table_of(p, "qualify") else { return s };
     let path = r.at("qualify");
-    p.unknown_keys(
-        t,
-        &path,
-        &["max_concurrency", "quality", "saturation", "performance", "monitor", "timeouts", "source"],
-    );
+    p.unknown_keys(t, &path, keys::<contract::Qualify>());
     let q = Reader::new(t, path.clone());
     if let Some(n) = q.integer(p, "max_concurrency", 2, 4096) {
         s.max_concurrency = n as usize;
@@ -394,7 +383,7 @@ pub(crate) fn read_qualify(
     }
     if let Some(qt) = q.table_of(p, "quality") {
         let qp = join(&path, "quality");
-        p.unknown_keys(qt, &qp, &["set", "seed", "count", "floor", "max_tokens", "lm_eval"]);
+        p.unknown_keys(qt, &qp, keys::<contract::Quality>());
         let qr = Reader::new(qt, qp);
         if qr.has("lm_eval") {
             // lm-eval brings its own documents, prompts and generation settings.
@@ -438,11 +427,7 @@ pub(crate) fn read_qualify(
     }
     if let Some(mt) = q.table_of(p, "monitor") {
         let mp = join(&path, "monitor");
-        p.unknown_keys(
-            mt,
-            &mp,
-            &["interval", "window", "max_rss_growth_mib", "max_health_latency_growth", "max_gpu_memory_growth_mib"],
-        );
+        p.unknown_keys(mt, &mp, keys::<contract::Monitor>());
         let m = Reader::new(mt, mp);
         if let Some(d) = m.duration(p, "interval", Duration::from_secs(60)) {
             s.monitor_interval_seconds = d.as_secs_f64();
@@ -462,7 +447,7 @@ pub(crate) fn read_qualify(
     }
     if let Some(tt) = q.table_of(p, "timeouts") {
         let tp = join(&path, "timeouts");
-        p.unknown_keys(tt, &tp, &STAGES);
+        p.unknown_keys(tt, &tp, keys::<contract::Timeouts>());
         let tr = Reader::new(tt, tp);
         for stage in STAGES {
             if let Some(d) = tr.duration(p, stage, Duration::from_secs(24 * 3600)) {

@@ -7,6 +7,7 @@ mod hostile_files;
 mod lm_eval_manifest;
 mod lossless;
 mod manifest;
+mod manifest_contract;
 mod qualify;
 mod records_total;
 mod report;

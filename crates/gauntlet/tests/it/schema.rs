@@ -71,7 +71,7 @@ fn schema_rejects_what_the_loader_rejects() {
 #[test]
 fn every_profile_key_in_the_schema_is_known_to_the_loader() {
     let schema = schema();
-    let keys: Vec<&String> = schema["$defs"]["profile"]["properties"].as_object().unwrap().keys().collect();
+    let keys: Vec<&String> = schema["$defs"]["Profile"]["properties"].as_object().unwrap().keys().collect();
     for key in keys {
         let text = format!("version = 1\n[profiles.p]\nbase_url = \"http://x\"\n{key} = 1\n");
         // Refused for its value or for meaning nothing here is fine; refused as unknown is not.
