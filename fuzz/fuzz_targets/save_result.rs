@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         }))
         .expect("a level");
         for row in vllm::rows(&result, &level) {
-            assert!(row.vllm.is_finite() && row.vllm >= 0.0, "a row holds a checked number");
+            assert!(row.theirs.is_finite() && row.theirs >= 0.0, "a row holds a checked number");
         }
         for s in [&result.backend, &result.model_id, &result.date].into_iter().flatten() {
             assert!(!s.chars().any(char::is_control), "no control text passes");

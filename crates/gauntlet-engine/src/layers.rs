@@ -23,7 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("client", &["util", "manifest"]),
     ("build", &["util", "manifest", "server"]),
     ("bench", &["util"]),
-    ("formats", &["util"]),
+    ("formats", &["util", "bench"]),
     ("plan", &["util", "manifest"]),
     ("compare", &[]),
     ("verdict", &["compare"]),

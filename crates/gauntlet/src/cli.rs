@@ -70,14 +70,18 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Put a bench's numbers beside another tool's run of the same server: vLLM's `bench serve --save-result` JSON.
-    /// Informational: it judges nothing (the two tools time differently; see the book's bench chapter).
+    /// Put a bench's numbers beside another tool's run of the same server: vLLM's `bench serve --save-result` JSON
+    /// or AIPerf's `profile_export.jsonl`. Informational: it judges nothing (the tools time differently; see the
+    /// book's bench chapter).
     CompareBench {
         /// gauntlet's bench.json.
         bench: PathBuf,
         /// vLLM's `--save-result` JSON (`benchmarks/benchmark_serving.py` or `vllm bench serve`).
+        #[arg(long, value_name = "FILE", conflicts_with = "aiperf", required_unless_present = "aiperf")]
+        vllm: Option<PathBuf>,
+        /// AIPerf's per-request records, `profile_export.jsonl` (`aiperf profile`'s artifact folder).
         #[arg(long, value_name = "FILE")]
-        vllm: PathBuf,
+        aiperf: Option<PathBuf>,
         /// The bench level to compare. Default: the vLLM run's `max_concurrency`, else the bench's only level.
         #[arg(long, value_name = "N")]
         concurrency: Option<usize>,

@@ -43,8 +43,8 @@ fn main() -> ExitCode {
         Command::Qualify(args) => commands::qualify::qualify(args),
         Command::Verify { bundle, json } => commands::verify::verify(&bundle, json),
         Command::Compare { a, b, control, json } => commands::compare::compare(&a, &b, control.as_deref(), json),
-        Command::CompareBench { bench, vllm, concurrency, json } => {
-            commands::compare::compare_bench(&bench, &vllm, concurrency, json)
+        Command::CompareBench { bench, vllm, aiperf, concurrency, json } => {
+            commands::compare::compare_bench(&bench, vllm.as_deref(), aiperf.as_deref(), concurrency, json)
         }
         Command::Doctor { manifest, profile, store, json } => {
             commands::doctor::doctor(manifest.as_deref(), profile.as_deref(), store.as_deref(), json)

@@ -13,6 +13,8 @@ use serde_json::Value;
 
 use gauntlet_schema::bench::{BenchRecord, Level};
 
+use super::Row;
+
 /// The most a save-result file may weigh (its per-request arrays can be large: the record cap).
 pub const CAP: u64 = crate::util::bounded::RECORD_CAP;
 
@@ -139,16 +141,6 @@ pub fn read(path: &Path) -> Result<SaveResult, String> {
     parse(&text, &path.display().to_string())
 }
 
-/// One line of the side-by-side table.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Row {
-    pub metric: String,
-    pub unit: &'static str,
-    pub vllm: f64,
-    /// gauntlet's number of the same meaning, when its record has one.
-    pub gauntlet: Option<f64>,
-}
-
 /// gauntlet's level to put beside the vLLM run: the one asked for, else the one at vLLM's `max_concurrency`,
 /// else the only one.
 pub fn pick_level<'a>(v: &SaveResult, r: &'a BenchRecord, asked: Option<usize>) -> Result<&'a Level, String> {
@@ -175,13 +167,13 @@ pub fn rows(v: &SaveResult, level: &Level) -> Vec<Row> {
         Row {
             metric: "request throughput".into(),
             unit: "req/s",
-            vllm: v.request_throughput,
+            theirs: v.request_throughput,
             gauntlet: ours(&["request_throughput_wall"]),
         },
         Row {
             metric: "output throughput".into(),
             unit: "tok/s",
-            vllm: v.output_throughput,
+            theirs: v.output_throughput,
             gauntlet: ours(&["output_throughput_wall"]),
         },
     ];
@@ -191,7 +183,7 @@ pub fn rows(v: &SaveResult, level: &Level) -> Vec<Row> {
             out.push(Row {
                 metric: format!("{name} {stat}"),
                 unit: "ms",
-                vllm: *ms,
+                theirs: *ms,
                 gauntlet: ours(&[mine, our_stat]).map(|s| s * 1e3),
             });
         }

@@ -1,5 +1,6 @@
 //! The formats peers read (#34): `bench --format llmd` writes llm-d's Benchmark Report v0.2, validated here against
-//! llm-d's published schema (a fixture), and `compare-bench` puts a vLLM `--save-result` file beside a bench.
+//! llm-d's published schema (a fixture), and `compare-bench` puts a vLLM `--save-result` file or an AIPerf
+//! `profile_export.jsonl` beside a bench.
 
 use super::bench::bench_fixture;
 use super::*;
@@ -45,15 +46,62 @@ fn bench_writes_llmd_reports_that_validate_against_the_published_schema_and_comp
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["concurrency"], 1);
     let row = |name: &str| doc["rows"].as_array().unwrap().iter().find(|r| r["metric"] == name).cloned().unwrap();
-    assert_eq!(row("time to first token median")["vllm"], 20.5);
+    assert_eq!(doc["tool"], "vllm");
+    assert_eq!(row("time to first token median")["theirs"], 20.5);
     let ours = row("time to first token median")["gauntlet"].as_f64().unwrap();
     assert!((ours - level["ttft"]["p50"].as_f64().unwrap() * 1e3).abs() < 1e-9);
-    assert_eq!(row("output throughput")["vllm"], 64.0);
+    assert_eq!(row("output throughput")["theirs"], 64.0);
     assert_eq!(row("output throughput")["gauntlet"], level["output_throughput_wall"]);
-    assert_eq!(row("inter-token latency (per chunk) p99")["vllm"], 16.0);
+    assert_eq!(row("inter-token latency (per chunk) p99")["theirs"], 16.0);
     let table = gauntlet(&args[..4], &[], Duration::from_secs(30));
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("vLLM: vllm, Qwen/Qwen3-0.6B") && table.contains("end-to-end latency p99"), "{table}");
+
+    // AIPerf's per-request records beside the same bench: the totals computed as AIPerf defines them (4 completed
+    // over 0.531 s from the first start to the last end; 32 output tokens), the latencies from the records.
+    let aiperf = fixture("aiperf_profile_export.jsonl");
+    let args = ["compare-bench", bench.to_str().unwrap(), "--aiperf", aiperf.to_str().unwrap(), "--json"];
+    let o = gauntlet(&args, &[], Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((doc["tool"].as_str(), doc["concurrency"].as_u64()), (Some("aiperf"), Some(1)));
+    assert_eq!((doc["aiperf_completed"].as_u64(), doc["aiperf_failed"].as_u64()), (Some(4), Some(1)));
+    assert_eq!(doc["aiperf_peak_in_flight"], 1);
+    let row = |name: &str| doc["rows"].as_array().unwrap().iter().find(|r| r["metric"] == name).cloned().unwrap();
+    let near = |v: &serde_json::Value, want: f64| (v.as_f64().unwrap() - want).abs() < 1e-9;
+    assert!(near(&row("request throughput")["theirs"], 4.0 / 0.531), "{doc:#}");
+    assert!(near(&row("output throughput")["theirs"], 32.0 / 0.531), "{doc:#}");
+    assert!(near(&row("time to first token mean")["theirs"], 21.0), "{doc:#}");
+    assert!(near(&row("time to first token median")["theirs"], 21.0), "{doc:#}");
+    assert!(near(&row("time per output token (excl. first) mean")["theirs"], 15.75), "{doc:#}");
+    assert!(near(&row("inter-token latency (per chunk) p99")["theirs"], 17.0), "{doc:#}");
+    // gauntlet's side is the bench level's, over AIPerf's definitions (the span duration).
+    let ours = row("output throughput")["gauntlet"].as_f64().unwrap();
+    assert!((ours - level["output_throughput_span"].as_f64().unwrap()).abs() < 1e-9, "{doc:#}");
+    let ours = row("end-to-end latency p90")["gauntlet"].as_f64().unwrap();
+    assert!((ours - level["e2el"]["p90"].as_f64().unwrap() * 1e3).abs() < 1e-9, "{doc:#}");
+    let table = gauntlet(&args[..4], &[], Duration::from_secs(30));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("AIPerf: profile export (4 completed, 1 failed, peak in flight 1)"), "{table}");
+    // A broken line is named by its number; neither or both files is a usage error.
+    let bad = f.path().join("bad.jsonl");
+    let fixture_text = std::fs::read_to_string(&aiperf).unwrap();
+    std::fs::write(&bad, format!("{}\n{{\"metadata\": 4}}\n", fixture_text.lines().next().unwrap())).unwrap();
+    let o = gauntlet(
+        &["compare-bench", bench.to_str().unwrap(), "--aiperf", bad.to_str().unwrap()],
+        &[],
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("{}: line 2: `metadata` must be an object, found 4", bad.display())), "{err}");
+    let both = ["compare-bench", bench.to_str().unwrap(), "--aiperf", bad.to_str().unwrap(), "--vllm", "x"];
+    assert_ne!(gauntlet(&both, &[], Duration::from_secs(30)).status.code(), Some(0));
+    assert_ne!(
+        gauntlet(&["compare-bench", bench.to_str().unwrap()], &[], Duration::from_secs(30)).status.code(),
+        Some(0)
+    );
 
     // Untrusted input: a broken file is a clear error naming it; a level the bench lacks is named too.
     let bad = f.path().join("bad.json");
