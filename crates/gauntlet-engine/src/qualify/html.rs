@@ -4,15 +4,15 @@
 //! after every stage, from the stage files in the bundle; a file that is missing or unreadable leaves a note in
 //! place of its plot, never a broken page.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
+use maud::{Markup, PreEscaped, html};
 use serde_json::Value;
 
 use super::{BASELINE_FILE, MONITOR_FILE, Qualification, StageStatus, drift};
 use crate::bench::metrics;
 use crate::report::html::chart::{cdf, dot_chart, line_chart};
-use crate::report::html::page::{escape, head, none, num};
+use crate::report::html::page::{chart, document, none, num};
 use crate::run::{BenchRecord, Level};
 use gauntlet_schema::determinism::{DETERMINISM_FILE, DeterminismMatrix, RowVerdict};
 
@@ -35,56 +35,53 @@ fn read(dir: &Path, name: &str) -> Result<String, String> {
 }
 
 /// One row per condition of R3's matrix: its verdict and its first divergence (server text, escaped).
-fn determinism_section(html: &mut String, dir: &Path, q: &Qualification) {
+fn determinism_section(dir: &Path, q: &Qualification) -> Markup {
     if q.stage("R3").is_none_or(|s| !matches!(s.status, StageStatus::Pass | StageStatus::Fail)) {
-        return none(html, "R3 did not run: no matrix");
+        return none("R3 did not run: no matrix");
     }
     let parsed = read(dir, DETERMINISM_FILE).and_then(|t| {
         serde_json::from_str::<DeterminismMatrix>(&t).map_err(|e| format!("`{DETERMINISM_FILE}` is not a matrix ({e})"))
     });
     let m = match parsed {
         Ok(m) => m,
-        Err(why) => return none(html, &why),
+        Err(why) => return none(&why),
     };
-    let _ = writeln!(
-        html,
-        "<p>Each answer against the one it must equal; a flip between candidates closer than {} nats in the \
-         reference's alternatives is a near-tie; a flip whose swing is within {}× the row's jitter (the largest \
-         |Δlogprob| of the tokens its answers share, measured over at least {} of them) is numerical; anything else \
-         a behaviour change. Concurrent copies: {}.</p>",
-        m.near_tie_nats,
-        gauntlet_schema::tokens::JITTER_SWING_FACTOR,
-        m.jitter_min_tokens.unwrap_or(gauntlet_schema::tokens::JITTER_MIN_TOKENS),
-        m.concurrency
-    );
-    html.push_str(
-        "<table><tr><th>Row</th><th>Compares</th><th>Verdict</th><th>Jitter</th><th>First divergence</th></tr>\n",
-    );
-    for r in &m.rows {
-        let class = match r.verdict {
-            RowVerdict::Identical | RowVerdict::NearTieOnly => "pass",
-            RowVerdict::NotRun => "not-run",
-            RowVerdict::Diverged | RowVerdict::Failed => "fail",
-        };
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
-            escape(r.row.as_str()),
-            escape(&r.what),
-            escape(r.verdict.as_str()),
-            escape(&r.jitter.as_ref().map_or("not measured".into(), |j| format!(
-                "≤ {:.3} nats over {} tokens (median {:.3})",
-                j.max_nats, j.tokens, j.median_nats
-            ))),
-            escape(r.first_divergence.as_deref().unwrap_or("—"))
-        );
+    html! {
+        p {
+            "Each answer against the one it must equal; a flip between candidates closer than " (m.near_tie_nats)
+            " nats in the reference's alternatives is a near-tie; a flip whose swing is within "
+            (gauntlet_schema::tokens::JITTER_SWING_FACTOR) "× the row's jitter (the largest |Δlogprob| of the \
+            tokens its answers share, measured over at least "
+            (m.jitter_min_tokens.unwrap_or(gauntlet_schema::tokens::JITTER_MIN_TOKENS))
+            " of them) is numerical; anything else a behaviour change. Concurrent copies: " (m.concurrency) "."
+        } "\n"
+        table {
+            tr { th { "Row" } th { "Compares" } th { "Verdict" } th { "Jitter" } th { "First divergence" } } "\n"
+            @for r in &m.rows {
+                @let class = match r.verdict {
+                    RowVerdict::Identical | RowVerdict::NearTieOnly => "pass",
+                    RowVerdict::NotRun => "not-run",
+                    RowVerdict::Diverged | RowVerdict::Failed => "fail",
+                };
+                tr {
+                    td { (r.row.as_str()) } td { (r.what) } td class=(class) { (r.verdict.as_str()) }
+                    td {
+                        @match &r.jitter {
+                            Some(j) => { "≤ " (format!("{:.3}", j.max_nats)) " nats over " (j.tokens)
+                                " tokens (median " (format!("{:.3}", j.median_nats)) ")" }
+                            None => "not measured",
+                        }
+                    }
+                    td { (r.first_divergence.as_deref().unwrap_or("—")) }
+                } "\n"
+            }
+        } "\n"
     }
-    html.push_str("</table>\n");
 }
 
 /// The latency-distribution plots of a stage file holding `levels` (R4 or R5).
-fn latency_section(html: &mut String, dir: &Path, stage: &str, file: &str) {
-    let _ = writeln!(html, "<h3>{stage}: <code>{}</code></h3>", escape(file));
+fn latency_section(dir: &Path, stage: &str, file: &str) -> Markup {
+    let title = html! { h3 { (stage) ": " code { (file) } } "\n" };
     let parsed = read(dir, file).and_then(|t| {
         let v: Value = serde_json::from_str(&t).map_err(|e| format!("`{file}` is not JSON ({e})"))?;
         let max_tokens = v["workload"]["max_tokens"].as_u64().unwrap_or(0);
@@ -94,7 +91,7 @@ fn latency_section(html: &mut String, dir: &Path, stage: &str, file: &str) {
     });
     let (levels, max_tokens) = match parsed {
         Ok(x) => x,
-        Err(why) => return none(html, &format!("no plot: {why}")),
+        Err(why) => return html! { (title) (none(&format!("no plot: {why}"))) },
     };
     let mut ttft = Vec::new();
     let mut e2el = Vec::new();
@@ -104,19 +101,18 @@ fn latency_section(html: &mut String, dir: &Path, stage: &str, file: &str) {
         ttft.push((name.clone(), cdf(t)));
         e2el.push((name, cdf(e)));
     }
-    for (what, series) in [("time to first token", ttft), ("end-to-end latency", e2el)] {
-        match line_chart(&format!("{stage} {what}: cumulative distribution"), "milliseconds", "fraction ≤ x", &series)
-        {
-            Some(svg) => html.push_str(&svg),
-            None => none(html, &format!("no {what} to plot: no request of {stage} succeeded")),
-        }
-    }
+    let charts = [("time to first token", ttft), ("end-to-end latency", e2el)].map(|(what, series)| {
+        let svg =
+            line_chart(&format!("{stage} {what}: cumulative distribution"), "milliseconds", "fraction ≤ x", &series);
+        chart(svg, || format!("no {what} to plot: no request of {stage} succeeded"))
+    });
+    html! { (title) @for c in charts { (c) } }
 }
 
-fn monitor_section(html: &mut String, dir: &Path) {
+fn monitor_section(dir: &Path) -> Markup {
     let samples = match read(dir, MONITOR_FILE).and_then(|t| drift::read_samples(&t)) {
         Ok(s) => s,
-        Err(why) => return none(html, &format!("no plot: {why}")),
+        Err(why) => return none(&format!("no plot: {why}")),
     };
     let rss: Vec<(f64, f64)> =
         samples.iter().filter_map(|s| Some((s.t, s.rss_bytes? as f64 / (1024.0 * 1024.0)))).collect();
@@ -125,70 +121,49 @@ fn monitor_section(html: &mut String, dir: &Path) {
     let gpu: Vec<(f64, f64)> =
         samples.iter().filter_map(|s| Some((s.t, s.gpu_memory_bytes? as f64 / (1024.0 * 1024.0)))).collect();
     let failed = samples.iter().filter(|s| !s.health_ok).count();
-    let _ = writeln!(
-        html,
-        "<p>{} samples over {:.0} s; {failed} failed health probe(s).</p>",
-        samples.len(),
-        samples.last().map_or(0.0, |s| s.t)
-    );
     let charts = [
         ("server RSS (process group)", "MiB", rss),
         ("health latency", "milliseconds", health),
         ("GPU memory used", "MiB", gpu),
-    ];
-    for (title, unit, points) in charts {
+    ]
+    .map(|(title, unit, points)| {
         if points.is_empty() {
-            none(html, &format!("no {title} samples"));
-            continue;
+            return none(&format!("no {title} samples"));
         }
-        if let Some(svg) = line_chart(
+        let svg = line_chart(
             &format!("{title} over time"),
             "seconds since the monitor started",
             unit,
             &[(title.to_owned(), points)],
-        ) {
-            html.push_str(&svg);
-        }
+        );
+        PreEscaped(svg.unwrap_or_default())
+    });
+    html! {
+        p {
+            (samples.len()) " samples over " (format!("{:.0}", samples.last().map_or(0.0, |s| s.t))) " s; "
+            (failed) " failed health probe(s)."
+        } "\n"
+        @for c in charts { (c) }
     }
 }
 
 /// Baseline against candidate per compared metric and concurrency, from R5's samples.
-fn comparison_section(html: &mut String, dir: &Path, q: &Qualification) {
+fn comparison_section(dir: &Path, q: &Qualification) -> Markup {
     let Some(baseline) = &q.baseline else {
-        return none(html, "no baseline: R5 is candidate evidence, nothing to compare with");
+        return none("no baseline: R5 is candidate evidence, nothing to compare with");
     };
-    let _ = writeln!(html, "<p>Baseline: <code>{}</code></p>", escape(baseline));
+    let title = html! { p { "Baseline: " code { (baseline) } } "\n" };
     let load = |name: &str| -> Result<BenchRecord, String> {
         serde_json::from_str(&read(dir, name)?).map_err(|e| format!("`{name}` is not a bench record ({e})"))
     };
     let r5 = q.stage("R5").map_or("r5-performance.json", |s| s.file.as_str());
     let (base, now) = match (load(BASELINE_FILE), load(r5)) {
         (Ok(b), Ok(n)) => (b, n),
-        (Err(why), _) | (_, Err(why)) => return none(html, &format!("no plot: {why}")),
+        (Err(why), _) | (_, Err(why)) => return html! { (title) (none(&format!("no plot: {why}"))) },
     };
-    let _ = writeln!(
-        html,
-        "<table><tr><th>Concurrency</th><th>Metric</th><th>Baseline → now</th><th>Change (interval)</th><th>Call</th></tr>"
-    );
-    for level in &now.levels {
-        for c in &level.comparisons {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td>{} → {}</td><td>{:+.1}% ({:+.1}% … {:+.1}%)</td><td>{}</td></tr>",
-                level.concurrency,
-                escape(&c.metric),
-                num(c.baseline_mean),
-                num(c.mean),
-                c.change * 100.0,
-                c.interval.0 * 100.0,
-                c.interval.1 * 100.0,
-                escape(c.call.as_str())
-            );
-        }
-    }
-    html.push_str("</table>\n");
     let metrics: Vec<&String> = now.levels.iter().flat_map(|l| l.samples.keys()).collect();
     let mut seen = std::collections::BTreeSet::new();
+    let mut charts = Vec::new();
     for metric in metrics.into_iter().filter(|m| seen.insert(m.as_str())) {
         let mut rows = Vec::new();
         for level in &now.levels {
@@ -200,23 +175,33 @@ fn comparison_section(html: &mut String, dir: &Path, q: &Qualification) {
                 rows.push((format!("c{} now", level.concurrency), n.clone(), 1));
             }
         }
-        if let Some(svg) = dot_chart(&format!("{metric}: one dot per measured batch, bar = mean"), metric, &rows) {
-            html.push_str(&svg);
-        }
+        charts.extend(dot_chart(&format!("{metric}: one dot per measured batch, bar = mean"), metric, &rows));
+    }
+    let pct = |x: f64| format!("{:+.1}%", x * 100.0);
+    html! {
+        (title)
+        table {
+            tr {
+                th { "Concurrency" } th { "Metric" } th { "Baseline → now" } th { "Change (interval)" } th { "Call" }
+            } "\n"
+            @for level in &now.levels {
+                @for c in &level.comparisons {
+                    tr {
+                        td { (level.concurrency) } td { (c.metric) }
+                        td { (num(c.baseline_mean)) " → " (num(c.mean)) }
+                        td { (pct(c.change)) " (" (pct(c.interval.0)) " … " (pct(c.interval.1)) ")" }
+                        td { (c.call.as_str()) }
+                    } "\n"
+                }
+            }
+        } "\n"
+        @for svg in charts { (PreEscaped(svg)) }
     }
 }
 
 /// The whole page for the bundle in `dir` whose report is `q`.
 pub fn render(dir: &Path, q: &Qualification) -> String {
     let verdict = q.verdict.as_str();
-    let mut html = head(&format!("Release qualification: {}", q.profile));
-    let _ = write!(
-        html,
-        "<p>Verdict: <span class=\"{verdict}\">{v}</span>{partial}</p>\n<dl>",
-        verdict = escape(verdict),
-        v = escape(&verdict.to_uppercase()),
-        partial = if q.partial { " (partial: not every stage was selected)" } else { "" },
-    );
     let facts = [
         ("Identity", q.identity_digest.clone()),
         ("Run", format!("{} · gauntlet {}", q.run_id, q.gauntlet_version)),
@@ -225,59 +210,56 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
         ("Finished", q.finished_at.clone().unwrap_or_else(|| "in progress (or killed)".into())),
         ("Baseline", q.baseline.clone().unwrap_or_else(|| "none".into())),
     ];
-    for (k, v) in facts {
-        let _ = write!(html, "<dt>{k}</dt><dd><code>{}</code></dd>", escape(&v));
-    }
-    html.push_str("</dl>\n<h2>Stages</h2>\n<table><tr><th>Stage</th><th>What</th><th>Status</th><th>Seconds</th><th>Summary</th><th>Evidence</th></tr>\n");
-    for s in &q.stages {
-        let status = if s.timed_out { format!("{} (timed out)", s.status) } else { s.status.to_string() };
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-            escape(&s.id),
-            escape(&s.title),
-            escape(s.status.as_str()),
-            escape(&status.to_uppercase()),
-            s.seconds.map_or(String::new(), |x| format!("{x:.1}")),
-            escape(&s.summary),
-            escape(&s.file)
-        );
-    }
-    html.push_str("</table>\n<h2>Findings</h2>\n");
     let failures: Vec<(&str, &String)> =
         q.stages.iter().flat_map(|s| s.failures.iter().map(move |f| (s.id.as_str(), f))).collect();
-    if failures.is_empty() {
-        none(&mut html, "no stage reported a failure");
-    } else {
-        html.push_str("<ul>\n");
-        for (id, f) in failures.iter().take(200) {
-            let _ = writeln!(html, "<li><b>{}</b> {}</li>", escape(id), escape(f));
-        }
-        if failures.len() > 200 {
-            let _ = writeln!(html, "<li>… and {} more: see the stage files</li>", failures.len() - 200);
-        }
-        html.push_str("</ul>\n");
-    }
-    html.push_str("<h2>Determinism matrix (R3)</h2>\n");
-    determinism_section(&mut html, dir, q);
-    html.push_str("<h2>Latency distributions per concurrency</h2>\n");
-    for row in ["R4", "R5"].iter().filter_map(|id| q.stage(id)) {
+    let latency = ["R4", "R5"].iter().filter_map(|id| q.stage(id)).map(|row| {
         let stage = row.id.as_str();
         if matches!(row.status, StageStatus::Pass | StageStatus::Fail | StageStatus::Inconclusive) {
-            latency_section(&mut html, dir, stage, &row.file);
+            latency_section(dir, stage, &row.file)
         } else {
-            none(&mut html, &format!("{stage} is {}: no latencies", row.status));
+            none(&format!("{stage} is {}: no latencies", row.status))
         }
-    }
-    html.push_str("<h2>Server health over time (R6 monitor)</h2>\n");
-    monitor_section(&mut html, dir);
-    html.push_str("<h2>Baseline against candidate (R5)</h2>\n");
-    comparison_section(&mut html, dir, q);
-    let _ = writeln!(
-        html,
-        "<p class=\"none\">Written by gauntlet {} from the files in this folder; <code>gauntlet verify</code> checks \
-         them offline.</p>\n</body></html>",
-        escape(&q.gauntlet_version)
-    );
-    html
+    });
+    let body = html! {
+        p {
+            "Verdict: " span class=(verdict) { (verdict.to_uppercase()) }
+            @if q.partial { " (partial: not every stage was selected)" }
+        } "\n"
+        dl { @for (k, v) in &facts { dt { (k) } dd { code { (v) } } } } "\n"
+        h2 { "Stages" } "\n"
+        table {
+            tr { th { "Stage" } th { "What" } th { "Status" } th { "Seconds" } th { "Summary" } th { "Evidence" } } "\n"
+            @for s in &q.stages {
+                @let status = if s.timed_out { format!("{} (timed out)", s.status) } else { s.status.to_string() };
+                tr {
+                    td { (s.id) } td { (s.title) } td class=(s.status.as_str()) { (status.to_uppercase()) }
+                    td { (s.seconds.map_or(String::new(), |x| format!("{x:.1}"))) }
+                    td { (s.summary) } td { code { (s.file) } }
+                } "\n"
+            }
+        } "\n"
+        h2 { "Findings" } "\n"
+        @if failures.is_empty() {
+            (none("no stage reported a failure"))
+        } @else {
+            ul {
+                "\n"
+                @for (id, f) in failures.iter().take(200) { li { b { (id) } " " (f) } "\n" }
+                @if failures.len() > 200 { li { "… and " (failures.len() - 200) " more: see the stage files" } "\n" }
+            } "\n"
+        }
+        h2 { "Determinism matrix (R3)" } "\n"
+        (determinism_section(dir, q))
+        h2 { "Latency distributions per concurrency" } "\n"
+        @for section in latency { (section) }
+        h2 { "Server health over time (R6 monitor)" } "\n"
+        (monitor_section(dir))
+        h2 { "Baseline against candidate (R5)" } "\n"
+        (comparison_section(dir, q))
+        p.none {
+            "Written by gauntlet " (q.gauntlet_version) " from the files in this folder; " code { "gauntlet verify" }
+            " checks them offline."
+        } "\n"
+    };
+    document(&format!("Release qualification: {}", q.profile), body)
 }

@@ -3,13 +3,13 @@
 //! trend of every identity with its chain's verification status. Pure functions of typed records: the store reads
 //! and verifies, this module only draws.
 
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 use gauntlet_schema::store::HistoryEntry;
 use gauntlet_schema::{CaseStatus, RunRecord};
 
 use super::chart::line_chart;
-use super::page::{escape, head, nav, none};
+use super::page::{chart, document, nav, none};
 
 /// One promotion of an identity, with what its record says (when it is a gate run whose record could be read).
 #[derive(Debug, Clone, PartialEq)]
@@ -117,18 +117,16 @@ pub struct IdentityHistory {
 
 /// The trend charts of a run of history points: decode speed, load time, passed cases and text changes, by
 /// promotion number. `extra` is drawn as its own series (the run being reported, say).
-pub(crate) fn trend_charts(html: &mut String, points: &[HistoryPoint], extra: Option<&HistoryPoint>, what: &[Trend]) {
-    for trend in what {
+pub(crate) fn trend_charts(points: &[HistoryPoint], extra: Option<&HistoryPoint>, what: &[Trend]) -> Markup {
+    let drawn = what.iter().map(|trend| {
         let pick = |p: &HistoryPoint| (trend.value)(p).map(|v| (p.seq as f64, v));
         let mut series = vec![("promoted baselines".to_owned(), points.iter().filter_map(pick).collect::<Vec<_>>())];
         if let Some(e) = extra.and_then(|e| pick(e).map(|xy| (e, xy))) {
             series.push((format!("{} ({})", e.0.note, e.0.verdict), vec![e.1]));
         }
-        match line_chart(trend.title, "promotion #", trend.unit, &series) {
-            Some(svg) => html.push_str(&svg),
-            None => none(html, &format!("no {} recorded", trend.title)),
-        }
-    }
+        chart(line_chart(trend.title, "promotion #", trend.unit, &series), || format!("no {} recorded", trend.title))
+    });
+    html! { @for c in drawn { (c) } }
 }
 
 /// One trend: its chart title, unit and how a point gives its value.
@@ -150,57 +148,42 @@ const CHANGES: Trend = Trend {
 };
 
 /// The table of promotions: number, when, by what, verdict, the numbers and the note.
-pub(crate) fn promotions_table(html: &mut String, points: &[HistoryPoint]) {
-    html.push_str(
-        "<table><tr><th>#</th><th>Promoted</th><th>Kind</th><th>By</th><th>Commit</th><th>Verdict</th>\
-         <th>Decode tok/s</th><th>Load s</th><th>Passed</th><th>Text changes</th><th>Note</th></tr>\n",
-    );
+pub(crate) fn promotions_table(points: &[HistoryPoint]) -> Markup {
     let opt = |v: Option<f64>, digits: usize| v.map_or("—".to_owned(), |x| format!("{x:.digits$}"));
-    for p in points {
-        let by = match &p.actor {
-            Some(a) => format!("{} by {a}", p.event),
-            None => p.event.clone(),
-        };
-        let commit: String = p.commit.as_deref().map_or("—".into(), |c| c.chars().take(12).collect());
-        let passed = match (p.passed, p.cases) {
-            (Some(n), Some(of)) => format!("{n} / {of}"),
-            _ => "—".into(),
-        };
-        let note = match &p.unreadable {
-            Some(why) => format!("{} (record unreadable: {why})", p.note),
-            None => p.note.clone(),
-        };
-        let _ = writeln!(
-            html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td class=\"{v}\">{v}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            p.seq,
-            escape(&p.promoted_at),
-            p.kind,
-            escape(&by),
-            escape(&commit),
-            opt(p.decode, 1),
-            opt(p.load, 2),
-            passed,
-            p.text_changes.map_or("—".into(), |n| n.to_string()),
-            escape(&note),
-            v = escape(&p.verdict),
-        );
+    html! {
+        table {
+            tr {
+                th { "#" } th { "Promoted" } th { "Kind" } th { "By" } th { "Commit" } th { "Verdict" }
+                th { "Decode tok/s" } th { "Load s" } th { "Passed" } th { "Text changes" } th { "Note" }
+            } "\n"
+            @for p in points {
+                @let by = match &p.actor {
+                    Some(a) => format!("{} by {a}", p.event),
+                    None => p.event.clone(),
+                };
+                @let passed = match (p.passed, p.cases) {
+                    (Some(n), Some(of)) => format!("{n} / {of}"),
+                    _ => "—".into(),
+                };
+                tr {
+                    td { (p.seq) } td { (p.promoted_at) } td { (p.kind) } td { (by) }
+                    td { code { (p.commit.as_deref().map_or("—".into(), short)) } }
+                    td class=(p.verdict) { (p.verdict) }
+                    td { (opt(p.decode, 1)) } td { (opt(p.load, 2)) } td { (passed) }
+                    td { (p.text_changes.map_or("—".into(), |n| n.to_string())) }
+                    td {
+                        (p.note)
+                        @if let Some(why) = &p.unreadable { " (record unreadable: " (why) ")" }
+                    }
+                } "\n"
+            }
+        } "\n"
     }
-    html.push_str("</table>\n");
 }
 
 /// `baseline-history.html`: per identity, the trend of every tracked number across promotions, the promotions
 /// with their notes, and whether the chain verifies.
 pub fn history_page(store: &str, identities: &[IdentityHistory]) -> String {
-    let mut html = head("gauntlet baseline history");
-    let _ = writeln!(
-        html,
-        "<p>Store <code>{}</code>: {} identit{}.</p>",
-        escape(store),
-        identities.len(),
-        if identities.len() == 1 { "y" } else { "ies" }
-    );
     let anchors: Vec<(String, String)> = identities
         .iter()
         .map(|h| {
@@ -209,37 +192,36 @@ pub fn history_page(store: &str, identities: &[IdentityHistory]) -> String {
         })
         .collect();
     let refs: Vec<(&str, &str)> = anchors.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-    nav(&mut html, &refs);
-    if identities.is_empty() {
-        none(&mut html, "the store has no promotion yet");
-    }
-    for (h, (anchor, _)) in identities.iter().zip(&anchors) {
-        let profile = h.points.last().map_or("?", |p| p.profile.as_str());
-        let _ = writeln!(html, "<h2 id=\"{}\">Profile {}</h2>", escape(anchor), escape(profile));
-        let _ = write!(html, "<dl><dt>Identity</dt><dd><code>{}</code></dd>", escape(&h.identity_digest));
-        if let Some(m) = &h.model {
-            let _ = write!(html, "<dt>Model</dt><dd>{}</dd>", escape(m));
+    let body = html! {
+        p {
+            "Store " code { (store) } ": " (identities.len())
+            (if identities.len() == 1 { " identity." } else { " identities." })
+        } "\n"
+        (nav(&refs))
+        @if identities.is_empty() { (none("the store has no promotion yet")) }
+        @for (h, (anchor, _)) in identities.iter().zip(&anchors) {
+            h2 id=(anchor) { "Profile " (h.points.last().map_or("?", |p| p.profile.as_str())) } "\n"
+            dl {
+                dt { "Identity" } dd { code { (h.identity_digest) } }
+                @if let Some(m) = &h.model { dt { "Model" } dd { (m) } }
+                dt { "Promotions" } dd { (h.points.len()) }
+                dt { "Chain" }
+                dd {
+                    @if h.problems.is_empty() {
+                        span.pass { "verified" } ": every entry's digest, sequence and link to the one before it, and \
+                                                  every record's content digest, check out"
+                    } @else {
+                        span.fail { "BROKEN" } ": " (h.problems.len()) " problem(s)"
+                    }
+                }
+            } "\n"
+            @if !h.problems.is_empty() { ul { @for p in h.problems.iter().take(50) { li { (p) } } } "\n" }
+            (trend_charts(&h.points, None, &[DECODE, LOAD, PASSED, CHANGES]))
+            (promotions_table(&h.points))
         }
-        let _ = write!(html, "<dt>Promotions</dt><dd>{}</dd><dt>Chain</dt><dd>", h.points.len());
-        if h.problems.is_empty() {
-            html.push_str(
-                "<span class=\"pass\">verified</span>: every entry's digest, sequence and link to the one \
-                           before it, and every record's content digest, check out</dd></dl>\n",
-            );
-        } else {
-            let _ = write!(html, "<span class=\"fail\">BROKEN</span>: {} problem(s)</dd></dl>\n<ul>", h.problems.len());
-            for p in h.problems.iter().take(50) {
-                let _ = write!(html, "<li>{}</li>", escape(p));
-            }
-            html.push_str("</ul>\n");
-        }
-        trend_charts(&mut html, &h.points, None, &[DECODE, LOAD, PASSED, CHANGES]);
-        promotions_table(&mut html, &h.points);
-    }
-    html.push_str(
-        "<p class=\"muted\">Written by gauntlet from the store's history files and records.</p>\n</body></html>\n",
-    );
-    html
+        p.muted { "Written by gauntlet from the store's history files and records." } "\n"
+    };
+    document("gauntlet baseline history", body)
 }
 
 fn short(s: &str) -> String {

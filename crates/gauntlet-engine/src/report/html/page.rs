@@ -1,10 +1,21 @@
-//! What every HTML page gauntlet writes shares: the escaping of text, the style sheet (light and dark, visible
-//! keyboard focus), the page's head with a Content-Security-Policy that forbids fetching anything, and number
-//! formatting. A page is one self-contained file: no script, no external asset, no network reference.
+//! What every HTML page gauntlet writes shares: the document around a page's body (its head with a
+//! Content-Security-Policy that forbids fetching anything), the style sheet (light and dark, visible keyboard
+//! focus), the line that stands in for an empty plot, the section links, and number formatting. A page is one
+//! self-contained file: no script, no external asset, no network reference.
+//!
+//! The pages are maud templates (`html!`): every value spliced into one is escaped unless it is wrapped in
+//! `PreEscaped`, so a page cannot forget an `escape()` call. maud rather than askama because its templates are Rust
+//! expressions beside the code that computes what they show (a section stays a function returning `Markup`, easy
+//! to read and to change with the records), it is two small crates over `syn`, which the build compiles anyway
+//! (for serde and thiserror), and it has no template files to find at build time. The only markup spliced as
+//! trusted is the SVG charts' (chart.rs), which escape their own text with [`escape`]. maud escapes `& < > "`;
+//! characters that no page should carry (terminal and bidi controls from a server's text) are replaced once, over
+//! the whole page, in [`document`].
 
-use std::fmt::Write as _;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
-/// Text for HTML: every byte that may come from a server or a file is escaped (XML escaping is HTML-safe).
+/// Text for hand-written markup (the SVG charts): every byte that may come from a server or a file is escaped
+/// (XML escaping is HTML-safe).
 pub(crate) use crate::report::junit::esc as escape;
 
 /// The style sheet: colours are variables so that a dark system theme swaps them; charts draw with classes, so
@@ -34,32 +45,50 @@ svg{display:block;margin:8px 0;max-width:100%;height:auto}svg text{fill:var(--fg
 svg .frame{fill:var(--panel);stroke:var(--line)}svg .grid{stroke:var(--grid)}\
 svg .mark{stroke:var(--muted);stroke-dasharray:3 3}";
 
-/// The page's start: the document head (its policy allows inline style only) and the `<h1>`.
-pub(crate) fn head(title: &str) -> String {
-    let mut html = String::new();
-    let _ = write!(
-        html,
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\
-         <title>{t}</title><style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n",
-        t = escape(title)
-    );
-    html
+/// The whole page: the document head (its policy allows inline style only), the `<h1>` and `body`; every
+/// character that XML 1.0 cannot carry or that steers a terminal or the text direction is replaced by U+FFFD.
+pub(crate) fn document(title: &str, body: Markup) -> String {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'";
+                title { (title) }
+                style { (PreEscaped(STYLE)) }
+            }
+            body { "\n" h1 { (title) } "\n" (body) }
+        }
+    };
+    let mut out = String::with_capacity(page.0.len() + 1);
+    for c in page.0.chars() {
+        let hostile = crate::util::clean::is_hostile(c) && !matches!(c, '\n' | '\r');
+        out.push(if hostile || c == '\u{fffe}' || c == '\u{ffff}' { '\u{fffd}' } else { c });
+    }
+    out.push('\n');
+    out
 }
 
 /// A line in place of a plot or a table that has nothing to show, saying why.
-pub(crate) fn none(html: &mut String, why: &str) {
-    let _ = writeln!(html, "<p class=\"none\">{}</p>", escape(why));
+pub(crate) fn none(why: &str) -> Markup {
+    html! { p.none { (why) } "\n" }
+}
+
+/// A chart drawn by chart.rs (which escapes its own text), or the line saying why there is none.
+pub(crate) fn chart(svg: Option<String>, why_none: impl FnOnce() -> String) -> Markup {
+    match svg {
+        Some(svg) => PreEscaped(svg),
+        None => none(&why_none()),
+    }
 }
 
 /// Keyboard-reachable links to the page's sections: `(anchor, label)`.
-pub(crate) fn nav(html: &mut String, sections: &[(&str, &str)]) {
-    html.push_str("<nav aria-label=\"sections\">");
-    for (id, label) in sections {
-        let _ = write!(html, "<a href=\"#{}\">{}</a>", escape(id), escape(label));
+pub(crate) fn nav(sections: &[(&str, &str)]) -> Markup {
+    html! {
+        nav aria-label="sections" { @for (id, label) in sections { a href={ "#" (id) } { (label) } } }
+        "\n"
     }
-    html.push_str("</nav>\n");
 }
 
 /// A tick-label number: three significant figures at most, no trailing zeros.
@@ -102,8 +131,10 @@ mod tests {
 
     #[test]
     fn the_head_forbids_every_fetch() {
-        let h = head("<x>");
+        let h = document("<x>", html! { p { "<y>\u{1b}[31m\u{202e}" } });
         assert!(h.contains("default-src 'none'") && h.contains("<title>&lt;x&gt;</title>"), "{h}");
         assert!(h.contains("prefers-color-scheme:dark"), "a dark theme");
+        assert!(h.contains("<p>&lt;y&gt;\u{fffd}[31m\u{fffd}</p>"), "text escaped, controls replaced: {h}");
+        assert!(h.starts_with("<!DOCTYPE html><html lang=\"en\">"), "{h}");
     }
 }

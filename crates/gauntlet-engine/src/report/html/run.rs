@@ -4,8 +4,7 @@
 //! a small chart), and decode speed and load time against the promoted baselines. Every text that came from the
 //! server or a file is escaped.
 
-use std::fmt::Write as _;
-
+use maud::{Markup, PreEscaped, html};
 use serde_json::Value;
 
 use gauntlet_schema::diff::first_difference;
@@ -13,7 +12,7 @@ use gauntlet_schema::{CaseRecord, CaseStatus, RunRecord, ServerMode, Severity};
 
 use super::chart::{Marker, SMALL, lines};
 use super::history::{DECODE, HistoryPoint, LOAD, promotions_table, trend_charts};
-use super::page::{clip, escape, head, nav, none};
+use super::page::{clip, document, nav, none};
 use crate::report::markdown::{detail, status_word};
 
 /// Characters of an answer shown around its first divergence; the record has the whole text.
@@ -23,36 +22,28 @@ const SHOWN: usize = 1600;
 const MAX_FIELDS: usize = 400;
 
 pub fn render(run: &RunRecord, baseline: Option<&RunRecord>, history: &[HistoryPoint]) -> String {
-    let mut html = head(&format!("gauntlet run: {}", run.profile));
     let v = run.verdict.as_str();
-    let _ = writeln!(html, "<p>Verdict: <span class=\"verdict {v}\" id=\"verdict\">{}</span></p>", v.to_uppercase());
-    nav(
-        &mut html,
-        &[("findings", "Findings"), ("identity", "Identity"), ("cases", "Cases"), ("history", "Decode and load")],
-    );
-    facts(&mut html, run);
-    findings(&mut html, run);
-    identity(&mut html, run, baseline);
-    cases(&mut html, run, baseline);
-    speed(&mut html, run, baseline, history);
-    if !run.server.log_tail.is_empty() {
-        html.push_str("<h2 id=\"log\">Server log (last lines)</h2>\n<pre>");
-        for line in &run.server.log_tail {
-            html.push_str(&escape(line));
-            html.push('\n');
+    let body = html! {
+        p { "Verdict: " span class={ "verdict " (v) } id="verdict" { (v.to_uppercase()) } } "\n"
+        (nav(&[("findings", "Findings"), ("identity", "Identity"), ("cases", "Cases"), ("history", "Decode and load")]))
+        (facts(run))
+        (findings(run))
+        (identity(run, baseline))
+        (cases(run, baseline))
+        (speed(run, baseline, history))
+        @if !run.server.log_tail.is_empty() {
+            h2 id="log" { "Server log (last lines)" } "\n"
+            pre { @for line in &run.server.log_tail { (line) "\n" } } "\n"
         }
-        html.push_str("</pre>\n");
-    }
-    let _ = writeln!(
-        html,
-        "<p class=\"muted\">Written by gauntlet {} from <code>run.json</code>; <code>gauntlet report run.json \
-         --format html</code> writes it again.</p>\n</body></html>",
-        escape(&run.gauntlet_version)
-    );
-    html
+        p.muted {
+            "Written by gauntlet " (run.gauntlet_version) " from " code { "run.json" } "; "
+            code { "gauntlet report run.json --format html" } " writes it again."
+        } "\n"
+    };
+    document(&format!("gauntlet run: {}", run.profile), body)
 }
 
-fn facts(html: &mut String, run: &RunRecord) {
+fn facts(run: &RunRecord) -> Markup {
     let model = match run.identity.model() {
         Some(m) => match (&m.file, &m.sha256) {
             (Some(file), Some(sha)) => {
@@ -91,52 +82,49 @@ fn facts(html: &mut String, run: &RunRecord) {
         Some(b) => format!("{} (profile {}, {})", b.path, b.profile, b.started_at),
         None => "none".into(),
     };
-    html.push_str("<dl>");
-    for (k, v) in [
+    let jitter = super::super::jitter_line(run).unwrap_or_else(|| "not measured".into());
+    let mut rows = vec![
         ("Model", model),
         ("Server", server),
         ("Load time", load),
         ("Decode", decode),
         ("Cases", cases),
         ("Baseline", base),
-        ("Text jitter vs baseline", super::super::jitter_line(run).unwrap_or_else(|| "not measured".into())),
+        ("Text jitter vs baseline", jitter),
         ("Started", format!("{} ({:.1} s)", run.started_at, run.wall_seconds)),
         ("Identity", run.identity_digest.clone()),
-    ] {
-        let _ = write!(html, "<dt>{k}</dt><dd id=\"{}\">{}</dd>", k.to_lowercase().replace(' ', "-"), escape(&v));
-    }
+    ];
     for (k, v) in [("Draft", super::super::draft_line(run)), ("Lossless", super::super::lossless_line(run))] {
-        if let Some(v) = v {
-            let _ = write!(html, "<dt>{k}</dt><dd id=\"{}\">{}</dd>", k.to_lowercase(), escape(&v));
-        }
+        rows.extend(v.map(|v| (k, v)));
     }
-    html.push_str("</dl>\n");
+    html! {
+        dl { @for (k, v) in &rows { dt { (k) } dd id=(k.to_lowercase().replace(' ', "-")) { (v) } } } "\n"
+    }
 }
 
-fn findings(html: &mut String, run: &RunRecord) {
-    html.push_str("<h2 id=\"findings\">Findings</h2>\n");
-    if run.findings.is_empty() {
-        return none(html, "no finding");
-    }
-    html.push_str("<ul>\n");
-    {
-        for f in crate::report::ordered(&run.findings) {
-            let class = match f.severity {
-                Severity::Fail => "fail",
-                Severity::Warn => "warn",
-                Severity::Info => "muted",
-            };
-            let case = f.case.as_deref().map(|c| format!(" <code>{}</code>", escape(c))).unwrap_or_default();
-            let _ = writeln!(
-                html,
-                "<li><span class=\"{class}\">{}</span> <b>{}</b>{case}: {}</li>",
-                class.replace("muted", "note"),
-                escape(&f.kind.to_string()),
-                escape(&f.message)
-            );
+fn findings(run: &RunRecord) -> Markup {
+    html! {
+        h2 id="findings" { "Findings" } "\n"
+        @if run.findings.is_empty() {
+            (none("no finding"))
+        } @else {
+            ul {
+                "\n"
+                @for f in crate::report::ordered(&run.findings) {
+                    @let class = match f.severity {
+                        Severity::Fail => "fail",
+                        Severity::Warn => "warn",
+                        Severity::Info => "muted",
+                    };
+                    li {
+                        span class=(class) { (class.replace("muted", "note")) } " " b { (f.kind.to_string()) }
+                        @if let Some(c) = &f.case { " " code { (c) } }
+                        ": " (f.message)
+                    } "\n"
+                }
+            } "\n"
         }
     }
-    html.push_str("</ul>\n");
 }
 
 /// `path → value` for every leaf of a JSON value, in key order.
@@ -157,20 +145,23 @@ fn leaves(v: &Value, path: String, out: &mut Vec<(String, String)>) {
     }
 }
 
-fn identity(html: &mut String, run: &RunRecord, baseline: Option<&RunRecord>) {
-    html.push_str("<h2 id=\"identity\">Identity against the baseline</h2>\n");
+fn identity(run: &RunRecord, baseline: Option<&RunRecord>) -> Markup {
     let mut now = Vec::new();
     leaves(&run.identity.to_value(), "identity".into(), &mut now);
     leaves(&run.runtime, "runtime".into(), &mut now);
+    let title = html! { h2 id="identity" { "Identity against the baseline" } "\n" };
     let Some(b) = baseline else {
-        none(html, "no baseline: the identity as this run recorded it");
-        let _ = writeln!(html, "<details><summary>Every field ({})</summary>", now.len());
-        html.push_str("<table class=\"fields\"><tr><th>Field</th><th>This run</th></tr>\n");
-        for (k, v) in now.iter().take(MAX_FIELDS) {
-            let _ = writeln!(html, "<tr><td><code>{}</code></td><td>{}</td></tr>", escape(k), escape(v));
-        }
-        html.push_str("</table></details>\n");
-        return;
+        return html! {
+            (title)
+            (none("no baseline: the identity as this run recorded it"))
+            details {
+                summary { "Every field (" (now.len()) ")" } "\n"
+                table.fields {
+                    tr { th { "Field" } th { "This run" } } "\n"
+                    @for (k, v) in now.iter().take(MAX_FIELDS) { tr { td { code { (k) } } td { (v) } } "\n" }
+                }
+            } "\n"
+        };
     };
     let mut old = Vec::new();
     leaves(&b.identity.to_value(), "identity".into(), &mut old);
@@ -181,48 +172,41 @@ fn identity(html: &mut String, run: &RunRecord, baseline: Option<&RunRecord>) {
     let get = |list: &[(String, String)], k: &str| list.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
     let differing: Vec<&String> = keys.iter().copied().filter(|k| get(&now, k) != get(&old, k)).collect();
     let same_digest = b.identity_digest == run.identity_digest;
-    let _ = writeln!(
-        html,
-        "<p>{} field(s), <span class=\"{}\">{} differ</span>; identity digest {}. Fields under \
-         <code>runtime</code> and <code>identity.build</code> only warn.</p>",
-        keys.len(),
-        if differing.is_empty() { "pass" } else { "differs" },
-        differing.len(),
-        if same_digest { "the same" } else { "differs" }
-    );
-    let table = |html: &mut String, keys: &[&String]| {
-        html.push_str("<table class=\"fields\"><tr><th>Field</th><th>Baseline</th><th>This run</th></tr>\n");
-        for k in keys.iter().take(MAX_FIELDS) {
-            let (o, n) = (get(&old, k), get(&now, k));
-            let _ = writeln!(
-                html,
-                "<tr{}><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
-                if o == n { "" } else { " class=\"differs\"" },
-                escape(k),
-                escape(o.as_deref().unwrap_or("(none)")),
-                escape(n.as_deref().unwrap_or("(none)")),
-            );
+    let table = |keys: &[&String]| {
+        html! {
+            table.fields {
+                tr { th { "Field" } th { "Baseline" } th { "This run" } } "\n"
+                @for k in keys.iter().take(MAX_FIELDS) {
+                    @let (o, n) = (get(&old, k), get(&now, k));
+                    tr class=[(o != n).then_some("differs")] {
+                        td { code { (k) } }
+                        td { (o.as_deref().unwrap_or("(none)")) }
+                        td { (n.as_deref().unwrap_or("(none)")) }
+                    } "\n"
+                }
+                @if keys.len() > MAX_FIELDS {
+                    tr { td colspan="3" { "… " (keys.len() - MAX_FIELDS) " more in run.json" } } "\n"
+                }
+            } "\n"
         }
-        if keys.len() > MAX_FIELDS {
-            let _ = writeln!(html, "<tr><td colspan=\"3\">… {} more in run.json</td></tr>", keys.len() - MAX_FIELDS);
-        }
-        html.push_str("</table>\n");
     };
-    if !differing.is_empty() {
-        table(html, &differing);
+    html! {
+        (title)
+        p {
+            (keys.len()) " field(s), "
+            span class=(if differing.is_empty() { "pass" } else { "differs" }) { (differing.len()) " differ" }
+            "; identity digest " (if same_digest { "the same" } else { "differs" }) ". Fields under "
+            code { "runtime" } " and " code { "identity.build" } " only warn."
+        } "\n"
+        @if !differing.is_empty() { (table(&differing)) }
+        details { summary { "Every field (" (keys.len()) ")" } "\n" (table(&keys)) } "\n"
     }
-    let _ = writeln!(html, "<details><summary>Every field ({})</summary>", keys.len());
-    table(html, &keys);
-    html.push_str("</details>\n");
 }
 
 /// The answer against the baseline's: the common start (its last characters), then each side's differing middle
-/// with the first differing character marked, then the common end.
-fn diff(old: &str, new: &str) -> (String, String) {
-    let Some(at) = first_difference(old, new) else {
-        let (shown, cut) = clip(new, SHOWN);
-        return (format!("same text as the baseline: <pre>{}{}</pre>", escape(&shown), more(cut)), String::new());
-    };
+/// with the first differing character marked, then the common end. `None` when the texts are the same.
+fn diff(old: &str, new: &str) -> Option<(usize, Markup)> {
+    let at = first_difference(old, new)?;
     let a: Vec<char> = old.chars().collect();
     let b: Vec<char> = new.chars().collect();
     let mut tail = 0;
@@ -231,7 +215,7 @@ fn diff(old: &str, new: &str) -> (String, String) {
     }
     let from = at.saturating_sub(CONTEXT_BEFORE);
     let lead = if from > 0 { "…" } else { "" };
-    let side = |chars: &[char], tag: &str| {
+    let side = |chars: &[char], inserted: bool| {
         let common: String = chars[from..at].iter().collect();
         let middle: Vec<char> = chars[at..chars.len() - tail].to_vec();
         let (first, rest) = match middle.split_first() {
@@ -240,24 +224,19 @@ fn diff(old: &str, new: &str) -> (String, String) {
         };
         let (rest, cut) = clip(&rest, SHOWN);
         let (end, end_cut) = clip(&chars[chars.len() - tail..].iter().collect::<String>(), CONTEXT_BEFORE);
-        let first = if first.is_empty() {
-            "<mark title=\"nothing here\">‸</mark>".to_owned()
-        } else {
-            format!("<mark>{}</mark>", escape(&first))
+        let changed = html! {
+            @if first.is_empty() { mark title="nothing here" { "‸" } } @else { mark { (first) } }
+            (rest) (more(cut))
         };
-        format!(
-            "<pre>{lead}{}<{tag}>{first}{}{}</{tag}>{}{}</pre>",
-            escape(&common),
-            escape(&rest),
-            more(cut),
-            escape(&end),
-            more(end_cut)
-        )
+        html! {
+            pre {
+                (lead) (common)
+                @if inserted { ins { (changed) } } @else { del { (changed) } }
+                (end) (more(end_cut))
+            }
+        }
     };
-    (
-        format!("differs at character {at}"),
-        format!("<p>Baseline:</p>{}<p>This run:</p>{}", side(&a, "del"), side(&b, "ins")),
-    )
+    Some((at, html! { p { "Baseline:" } (side(&a, false)) p { "This run:" } (side(&b, true)) }))
 }
 
 fn more(cut: usize) -> String {
@@ -292,92 +271,94 @@ fn stream(c: &CaseRecord) -> Option<String> {
     )
 }
 
-fn cases(html: &mut String, run: &RunRecord, baseline: Option<&RunRecord>) {
-    html.push_str("<h2 id=\"cases\">Cases</h2>\n");
+fn cases(run: &RunRecord, baseline: Option<&RunRecord>) -> Markup {
+    let title = html! { h2 id="cases" { "Cases" } "\n" };
     if run.cases.is_empty() {
-        return none(html, "no case ran");
+        return html! { (title) (none("no case ran")) };
     }
-    html.push_str(
-        "<table><tr><th>Case</th><th>Result</th><th>Tokens · seconds</th><th>Answer against the baseline</th>\
-         <th>Stream</th></tr>\n",
-    );
-    for c in &run.cases {
+    let answer = |c: &CaseRecord| {
         let old = baseline.and_then(|b| b.cases.iter().find(|o| o.id == c.id));
-        let tokens = c.answer.as_ref().and_then(|a| a.usage).and_then(|u| u.completion_tokens);
-        let took = format!(
-            "{} · {}",
-            tokens.map_or("—".into(), |t| t.to_string()),
-            c.seconds.map_or("—".into(), |s| format!("{s:.2} s"))
-        );
-        let why = detail(c);
-        let answer = match (old.and_then(|o| o.observed.as_deref()), c.observed.as_deref()) {
-            (Some(a), Some(b)) => {
-                let (summary, body) = diff(a, b);
-                if body.is_empty() {
-                    format!("<details><summary>same text</summary>{summary}</details>")
-                } else {
-                    format!("<details open><summary class=\"differs\">{}</summary>{body}</details>", escape(&summary))
+        match (old.and_then(|o| o.observed.as_deref()), c.observed.as_deref()) {
+            (Some(a), Some(b)) => match diff(a, b) {
+                Some((at, body)) => html! {
+                    details open { summary.differs { "differs at character " (at) } (body) }
+                },
+                None => {
+                    let (shown, cut) = clip(b, SHOWN);
+                    html! {
+                        details { summary { "same text" } "same text as the baseline: " pre { (shown) (more(cut)) } }
+                    }
                 }
-            }
+            },
             (None, Some(b)) => {
                 let (shown, cut) = clip(b, SHOWN);
                 let reason = if baseline.is_some() { "not in the baseline" } else { "no baseline" };
-                format!(
-                    "<details><summary>{reason}: the answer</summary><pre>{}{}</pre></details>",
-                    escape(&shown),
-                    more(cut)
-                )
+                html! { details { summary { (reason) ": the answer" } pre { (shown) (more(cut)) } } }
             }
-            (_, None) => "—".into(),
-        };
-        let chart = stream(c).unwrap_or_else(|| {
-            if c.stream {
-                "<span class=\"muted\">no event</span>".into()
-            } else {
-                "<span class=\"muted\">not streamed</span>".into()
+            (_, None) => html! { "—" },
+        }
+    };
+    html! {
+        (title)
+        table {
+            tr {
+                th { "Case" } th { "Result" } th { "Tokens · seconds" } th { "Answer against the baseline" }
+                th { "Stream" }
+            } "\n"
+            @for c in &run.cases {
+                @let tokens = c.answer.as_ref().and_then(|a| a.usage).and_then(|u| u.completion_tokens);
+                @let why = detail(c);
+                @let word = status_word(c);
+                tr id={ "case-" (c.id) } {
+                    td { code { (c.id) } }
+                    td { span class=(word) { (word) } @if !why.is_empty() { br; small { (why) } } }
+                    td.nowrap {
+                        (tokens.map_or("—".into(), |t| t.to_string())) " · "
+                        (c.seconds.map_or("—".into(), |s| format!("{s:.2} s")))
+                    }
+                    td { (answer(c)) }
+                    td.chart {
+                        @match stream(c) {
+                            Some(svg) => (PreEscaped(svg)),
+                            None => span.muted { (if c.stream { "no event" } else { "not streamed" }) },
+                        }
+                    }
+                } "\n"
             }
-        });
-        let word = status_word(c);
-        let _ = writeln!(
-            html,
-            "<tr id=\"case-{id}\"><td><code>{id}</code></td><td><span class=\"{word}\">{word}</span>{}</td>\
-             <td class=\"nowrap\">{took}</td><td>{answer}</td><td class=\"chart\">{chart}</td></tr>",
-            if why.is_empty() { String::new() } else { format!("<br><small>{}</small>", escape(&why)) },
-            id = escape(&c.id),
-        );
+        } "\n"
     }
-    html.push_str("</table>\n");
 }
 
-fn speed(html: &mut String, run: &RunRecord, baseline: Option<&RunRecord>, history: &[HistoryPoint]) {
-    html.push_str("<h2 id=\"history\">Decode speed and load time against the baselines</h2>\n");
+fn speed(run: &RunRecord, baseline: Option<&RunRecord>, history: &[HistoryPoint]) -> Markup {
     let t = &run.thresholds;
-    if let Some(b) = baseline {
-        let ratio = |now: Option<f64>, then: Option<f64>| match (now, then) {
-            (Some(n), Some(t)) if t > 0.0 => format!("{:.2} ×", n / t),
-            _ => "—".into(),
-        };
-        let _ = writeln!(
-            html,
-            "<table><tr><th></th><th>Baseline</th><th>This run</th><th>Ratio</th><th>Warns when</th></tr>\
-             <tr><td>Decode tok/s</td><td>{}</td><td>{}</td><td>{}</td><td>&lt; {} × baseline</td></tr>\
-             <tr><td>Load s</td><td>{}</td><td>{}</td><td>{}</td><td>&gt; {} × baseline</td></tr></table>",
-            b.decode.median_tokens_per_second.map_or("—".into(), |v| format!("{v:.1}")),
-            run.decode.median_tokens_per_second.map_or("—".into(), |v| format!("{v:.1}")),
-            ratio(run.decode.median_tokens_per_second, b.decode.median_tokens_per_second),
-            t.decode_ratio_warn,
-            b.server.load_seconds.map_or("—".into(), |v| format!("{v:.2}")),
-            run.server.load_seconds.map_or("—".into(), |v| format!("{v:.2}")),
-            ratio(run.server.load_seconds, b.server.load_seconds),
-            t.load_ratio_warn,
-        );
+    let ratio = |now: Option<f64>, then: Option<f64>| match (now, then) {
+        (Some(n), Some(t)) if t > 0.0 => format!("{:.2} ×", n / t),
+        _ => "—".into(),
+    };
+    let fixed = |v: Option<f64>, digits: usize| v.map_or("—".into(), |v| format!("{v:.digits$}"));
+    let (decode, load) = (run.decode.median_tokens_per_second, run.server.load_seconds);
+    html! {
+        h2 id="history" { "Decode speed and load time against the baselines" } "\n"
+        @if let Some(b) = baseline {
+            @let (b_decode, b_load) = (b.decode.median_tokens_per_second, b.server.load_seconds);
+            table {
+                tr { th {} th { "Baseline" } th { "This run" } th { "Ratio" } th { "Warns when" } }
+                tr {
+                    td { "Decode tok/s" } td { (fixed(b_decode, 1)) } td { (fixed(decode, 1)) }
+                    td { (ratio(decode, b_decode)) } td { "< " (t.decode_ratio_warn) " × baseline" }
+                }
+                tr {
+                    td { "Load s" } td { (fixed(b_load, 2)) } td { (fixed(load, 2)) }
+                    td { (ratio(load, b_load)) } td { "> " (t.load_ratio_warn) " × baseline" }
+                }
+            } "\n"
+        }
+        @if history.is_empty() {
+            (none("no promoted baseline of this identity in the store: no history to draw"))
+        } @else {
+            @let this = HistoryPoint::of_run(run, baseline, history.last().map_or(1, |p| p.seq + 1));
+            (trend_charts(history, Some(&this), &[DECODE, LOAD]))
+            details { summary { "The promotions" } "\n" (promotions_table(history)) } "\n"
+        }
     }
-    if history.is_empty() {
-        return none(html, "no promoted baseline of this identity in the store: no history to draw");
-    }
-    let this = HistoryPoint::of_run(run, baseline, history.last().map_or(1, |p| p.seq + 1));
-    trend_charts(html, history, Some(&this), &[DECODE, LOAD]);
-    html.push_str("<details><summary>The promotions</summary>\n");
-    promotions_table(html, history);
-    html.push_str("</details>\n");
 }
