@@ -3,8 +3,8 @@
 #   1. formatting and lints,
 #   2. unit, snapshot and fault-injection tests (in parallel),
 #   3. the fuzz targets: each corpus replayed, then each target fuzzed for 5 seconds (scripts/fuzz.sh ci),
-#   4. the real-server tests (llama.cpp, mistral.rs and vLLM on CPU + SmolLM2-135M): those that judge no time two
-#      at a time, then those that measure speed one at a time.
+#   4. the real-server tests (llama.cpp, mistral.rs and vLLM on CPU + SmolLM2-135M): those that judge no time, then
+#      those that measure speed, each group one test at a time for now (see below).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
@@ -35,6 +35,8 @@ bash scripts/fuzz.sh ci
 # The native llama-server is built by gauntlet's own build step (capped, skipped when its source is unchanged).
 target/debug/gauntlet build --profile native --out target/native-build
 # The real-server tests in their two groups (.config/nextest.toml says which test is in which, and why): those that
-# judge no time two at a time, then those that measure speed one at a time with nothing beside them.
-cargo nextest run --workspace --locked --no-fail-fast -E 'group(real-server)' --test-threads 2
+# judge no time, then those that measure speed with nothing beside them. The first group may run two at a time
+# (its max-threads), but that has not yet been run through on the 2-core machine (the gate's speed check still warns
+# under load: #30 item 5), so both run one at a time until it has been.
+cargo nextest run --workspace --locked --no-fail-fast -E 'group(real-server)' --test-threads 1
 cargo nextest run --workspace --locked --no-fail-fast -E 'group(real-server-speed)' --test-threads 1

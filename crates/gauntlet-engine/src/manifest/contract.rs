@@ -24,6 +24,23 @@ use serde_json::Value;
 
 use super::MANIFEST_VERSION;
 
+// The bounds the schema states live here, beside the structs; manifest/qualify.rs and manifest/field.rs read them
+// from here (one direction: they use the contract, never the other way).
+/// The open loop's arrival rate, requests per second: the manifest's `rate` and `bench --rate` alike.
+pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
+pub(crate) const CONCURRENCY_MAX: i64 = 4096;
+pub(crate) const MAX_TOKENS_MAX: i64 = 1 << 20;
+pub(crate) const WARMUPS_MAX: i64 = 1000;
+pub(crate) const SAMPLES_MAX: i64 = 10_000;
+/// The largest `quality.lm_eval.limit`: a qualification stage, not a full benchmark run.
+pub(crate) const LM_EVAL_LIMIT_MAX: i64 = 1_000_000;
+/// Rows a trace may hold, and conversations a ShareGPT file.
+pub const ROWS_MAX: usize = 100_000;
+/// A prefix block of a trace's hash ids, in tokens, at most.
+pub const BLOCK_SIZE_MAX: i64 = 1 << 16;
+/// A conversation's messages (ShareGPT).
+pub const MESSAGES_MAX: usize = 512;
+
 /// Keys a profile with `base_url` (an attached server) refuses: they only mean something for a server gauntlet
 /// starts.
 pub(crate) const SPAWN_ONLY: &[&str] = &[
@@ -342,7 +359,7 @@ value_type!(
     "levels",
     json_schema!({
         "type": "array",
-        "items": { "type": "integer", "minimum": 1, "maximum": super::qualify::CONCURRENCY_MAX },
+        "items": { "type": "integer", "minimum": 1, "maximum": CONCURRENCY_MAX },
         "minItems": 1
     })
 );
@@ -584,20 +601,20 @@ pub struct Verdict {
 #[serde(deny_unknown_fields)]
 pub struct Bench {
     pub concurrency: Option<Levels>,
-    #[schemars(range(min = 1, max = super::qualify::MAX_TOKENS_MAX))]
+    #[schemars(range(min = 1, max = MAX_TOKENS_MAX))]
     pub max_tokens: Option<i64>,
-    #[schemars(range(min = 0, max = super::qualify::WARMUPS_MAX))]
+    #[schemars(range(min = 0, max = WARMUPS_MAX))]
     pub warmups: Option<i64>,
     /// Measured batches per concurrency level.
-    #[schemars(range(min = 2, max = super::qualify::SAMPLES_MAX))]
+    #[schemars(range(min = 2, max = SAMPLES_MAX))]
     pub samples: Option<i64>,
     /// Deprecated name of samples.
-    #[schemars(range(min = 2, max = super::qualify::SAMPLES_MAX), extend("deprecated" = true))]
+    #[schemars(range(min = 2, max = SAMPLES_MAX), extend("deprecated" = true))]
     pub repetitions: Option<i64>,
     /// A JSONL corpus of `{"prompt": "…"}` lines instead of the built-in prompts.
     pub prompts: Option<RelativePath>,
     /// An open loop: requests per second (Poisson arrivals) instead of closed batches.
-    #[schemars(extend("exclusiveMinimum" = 0, "maximum" = *super::qualify::RATE_RANGE.end()))]
+    #[schemars(extend("exclusiveMinimum" = 0, "maximum" = *RATE_RANGE.end()))]
     pub rate: Option<f64>,
     /// The seed of the open loop's arrivals and of generated conversations.
     #[schemars(range(min = 0))]
@@ -643,7 +660,7 @@ pub struct TraceWorkload {
     #[schemars(extend("enum" = ["mooncake"]))]
     pub format: String,
     /// Tokens per hash block of the trace.
-    #[schemars(range(min = 1, max = super::field::BLOCK_SIZE_MAX))]
+    #[schemars(range(min = 1, max = BLOCK_SIZE_MAX))]
     pub block_size: Option<i64>,
     /// How much faster than its clock the trace is replayed (default 1).
     #[schemars(range(min = 0.001, max = 1000))]
@@ -657,10 +674,10 @@ pub struct ShareGptWorkload {
     /// The ShareGPT file (JSON).
     pub sharegpt: RelativePath,
     /// The first N conversations (default: all).
-    #[schemars(range(min = 1, max = super::field::ROWS_MAX))]
+    #[schemars(range(min = 1, max = ROWS_MAX))]
     pub conversations: Option<i64>,
     /// The first N user turns of each (default: all).
-    #[schemars(range(min = 1, max = super::field::MESSAGES_MAX))]
+    #[schemars(range(min = 1, max = MESSAGES_MAX))]
     pub turns: Option<i64>,
 }
 
@@ -730,7 +747,7 @@ pub struct LmEvalTable {
     #[schemars(length(min = 1))]
     pub tasks: Vec<String>,
     /// Documents per task.
-    #[schemars(range(min = 1, max = super::qualify::LM_EVAL_LIMIT_MAX))]
+    #[schemars(range(min = 1, max = LM_EVAL_LIMIT_MAX))]
     pub limit: Option<i64>,
     /// A folder of task definitions.
     pub include_path: Option<RelativePath>,
@@ -743,14 +760,14 @@ pub struct LmEvalTable {
 #[serde(deny_unknown_fields)]
 pub struct QualifyWorkload {
     pub concurrency: Option<Levels>,
-    #[schemars(range(min = 1, max = super::qualify::MAX_TOKENS_MAX))]
+    #[schemars(range(min = 1, max = MAX_TOKENS_MAX))]
     pub max_tokens: Option<i64>,
-    #[schemars(range(min = 0, max = super::qualify::WARMUPS_MAX))]
+    #[schemars(range(min = 0, max = WARMUPS_MAX))]
     pub warmups: Option<i64>,
-    #[schemars(range(min = 2, max = super::qualify::SAMPLES_MAX))]
+    #[schemars(range(min = 2, max = SAMPLES_MAX))]
     pub samples: Option<i64>,
     /// Deprecated name of samples.
-    #[schemars(range(min = 2, max = super::qualify::SAMPLES_MAX), extend("deprecated" = true))]
+    #[schemars(range(min = 2, max = SAMPLES_MAX), extend("deprecated" = true))]
     pub repetitions: Option<i64>,
 }
 

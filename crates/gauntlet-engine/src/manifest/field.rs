@@ -17,8 +17,7 @@ use super::fields::{Problems, Reader, inside_root};
 
 /// Bytes a trace or ShareGPT file may hold (Mooncake's published traces are a few MiB).
 pub const FIELD_FILE_CAP: u64 = 64 << 20;
-/// Rows a trace may hold, and conversations a ShareGPT file.
-pub const ROWS_MAX: usize = 100_000;
+pub use super::contract::{BLOCK_SIZE_MAX, MESSAGES_MAX, ROWS_MAX};
 /// A row's input and output length, in tokens (a prompt is built word by word: this bounds one prompt's size).
 pub const INPUT_LENGTH_MAX: u64 = 131_072;
 pub const OUTPUT_LENGTH_MAX: u64 = 1 << 20;
@@ -26,9 +25,7 @@ pub const OUTPUT_LENGTH_MAX: u64 = 1 << 20;
 pub const SPAN_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
 /// Hash ids are integers a JSON reader keeps exactly.
 pub const HASH_ID_MAX: u64 = (1 << 53) - 1;
-pub const BLOCK_SIZE_MAX: i64 = 1 << 16;
-/// A conversation's messages, and the characters of one message (ShareGPT).
-pub const MESSAGES_MAX: usize = 512;
+/// The characters of one message (ShareGPT).
 pub const MESSAGE_CHARS_MAX: usize = 256 << 10;
 /// Errors listed before the rest are only counted.
 const ERRORS_SHOWN: usize = 20;

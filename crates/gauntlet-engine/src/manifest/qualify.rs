@@ -15,12 +15,8 @@ use serde_json::Value as Json;
 
 pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
 
-/// The open loop's arrival rate, requests per second: the manifest's `rate` and `bench --rate` alike.
-pub const RATE_RANGE: std::ops::RangeInclusive<f64> = 1e-6..=1e6;
-pub(crate) const CONCURRENCY_MAX: i64 = 4096;
-pub(crate) const MAX_TOKENS_MAX: i64 = 1 << 20;
-pub(crate) const WARMUPS_MAX: i64 = 1000;
-pub(crate) const SAMPLES_MAX: i64 = 10_000;
+pub use super::contract::RATE_RANGE;
+pub(crate) use super::contract::{CONCURRENCY_MAX, LM_EVAL_LIMIT_MAX, MAX_TOKENS_MAX, SAMPLES_MAX, WARMUPS_MAX};
 
 /// A workload assembled from flags over the manifest's: every number within the ranges the manifest enforces
 /// (at least one measured batch), so no absurd value reaches the scheduler.
@@ -76,9 +72,6 @@ pub struct LmEval {
     /// The results key taken as the score, e.g. `exact_match,first-number`; none = the task's only metric.
     pub metric: Option<String>,
 }
-
-/// The largest `quality.lm_eval.limit`: a qualification stage, not a full benchmark run.
-pub(crate) const LM_EVAL_LIMIT_MAX: i64 = 1_000_000;
 
 /// A task or metric name reaches lm-eval's command line inside comma-separated lists: letters, digits and
 /// `_ - . ,` (metric only) keep it one name.
