@@ -46,6 +46,12 @@ fn a_trace_replay_sends_every_row_on_schedule_and_records_its_lateness() {
     assert!(summary["cache"].get("measured_rate").is_none(), "{summary:#}");
     assert!(summary["notes"].to_string().contains("did not say how many prompt tokens came from"), "{summary:#}");
     assert!(text.contains("field workload (trace replay)"), "{text}");
+    // The HTML page shows the same: its field section, the lateness of all four requests, the cache as unreported.
+    let html = std::fs::read_to_string(f.path().join("out/bench.html")).unwrap();
+    assert!(html.contains("id=\"field\""), "no field section in bench.html");
+    // Both rows go out at once, so the level is concurrency 2.
+    let lateness = html.split("id=\"lateness-c2\"").nth(1).expect("no lateness line for the level");
+    assert!(lateness.contains("sent behind the trace's schedule") && lateness.contains("of 4 over"), "{lateness:.300}");
 }
 
 #[test]
