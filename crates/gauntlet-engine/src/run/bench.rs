@@ -220,20 +220,17 @@ pub fn run_bench(
 
 /// Writes `bench.json`, `bench.md`, `bench.bmf.json` and `bench.html` into `out_dir`, each atomically. A record
 /// whose requests were spilled has them streamed back from its spill file into `bench.json` and the HTML's
-/// latencies, never all in memory at once.
+/// charts, never all in memory at once.
 pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError> {
     let out = |source| GateError::Out { path: out_dir.into(), source };
     let bmf = serde_json::to_vec_pretty(&super::bench_report::bencher(record)).expect("serializable");
     let mut files = vec![("bench.md", super::bench_report::markdown(record).into_bytes()), ("bench.bmf.json", bmf)];
     if let Some(spilled) = &record.spill {
         bench_spill::write_record(record, spilled, out_dir).map_err(out)?;
-        let latencies = |l: &Level, max_tokens: u64| {
-            let mut out = Default::default();
-            let add = &mut |r: &RequestRecord| super::bench_html::add_latencies(r, max_tokens, &mut out);
-            bench_spill::each_request(out_dir, spilled, l.concurrency, add);
-            out
+        let requests = |l: &Level, f: &mut dyn FnMut(&RequestRecord)| {
+            bench_spill::each_request(out_dir, spilled, l.concurrency, f);
         };
-        files.push(("bench.html", super::bench_html::render_with(record, &latencies).into_bytes()));
+        files.push(("bench.html", super::bench_html::render_with(record, &requests).into_bytes()));
     } else {
         files.push(("bench.json", serde_json::to_vec_pretty(record).expect("serializable")));
         files.push(("bench.html", super::bench_html::render(record).into_bytes()));
