@@ -109,8 +109,15 @@ fn facts(r: &BenchRecord) -> Markup {
             w.max_tokens
         ),
         None => format!(
-            "concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) each; {mode}",
-            w.concurrency, w.max_tokens, w.warmups, w.repetitions
+            "concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) each; {mode}{}",
+            w.concurrency,
+            w.max_tokens,
+            w.warmups,
+            w.repetitions,
+            w.response_format.as_ref().map_or(String::new(), |f| format!(
+                "; structured output: every request sends the JSON schema {}",
+                f["json_schema"]["name"].as_str().map_or("(unnamed)".to_owned(), |n| format!("`{n}`"))
+            ))
         ),
     };
     let facts = [
@@ -196,6 +203,16 @@ fn throughput_section(r: &BenchRecord) -> Markup {
                 } "\n"
             }
         } "\n"
+        @if r.levels.iter().any(|l| l.structured.is_some()) {
+            h3 { "Structured output" } "\n"
+            ul {
+                @for l in &r.levels {
+                    @if let Some(line) = super::bench_report::structured_line(l) {
+                        li id={ "structured-c" (l.concurrency) } { "c" (l.concurrency) ": " (line) }
+                    }
+                }
+            } "\n"
+        }
     }
 }
 
