@@ -132,19 +132,30 @@ fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
     assert!(html.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "bench.html lacks the rate");
 }
 
+/// A format with nothing to judge by, or one a paired A/B would send without counting, is refused before any
+/// server starts.
 #[test]
 fn a_bench_response_format_without_a_schema_to_judge_by_is_bad_input() {
-    for (format, said) in [
-        ("response_format = { type = \"json_object\" }", "profiles.test.bench.response_format.type: a bench judges"),
+    for (format, paired, said) in [
+        (
+            "response_format = { type = \"json_object\" }",
+            false,
+            "profiles.test.bench.response_format.type: a bench judges",
+        ),
         (
             "response_format = { type = \"json_schema\", json_schema = { name = \"x\" } }",
+            false,
             "profiles.test.bench.response_format.json_schema.schema: required",
         ),
+        (BENCH_FORMAT, true, "whose rate only a plain bench records"),
     ] {
         let f = Fixture::new("structured-bad").profile(&format!("[profiles.test.bench]\n{format}"));
         let manifest = f.write();
         let out = f.path().join("out");
-        let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        if paired {
+            args.extend(["--paired-with", "test"]);
+        }
         let o = gauntlet(&args, &[], Duration::from_secs(60));
         assert_no_survivors(&f.tag);
         let stderr = String::from_utf8_lossy(&o.stderr);
