@@ -36,7 +36,10 @@ use crate::words::ReceiveClock;
 /// `lateness`, `conversation`, `turn`, `prompt_tokens`, `cached_tokens` and `expected_cached` (all absent in a
 /// bench of the built-in workload); a field level's `metrics.field` sums them up ([`crate::field::FieldSummary`]).
 /// Version 11 and older read as they are.
-pub const BENCH_VERSION: u32 = 12;
+/// 13: a structured-output workload (`workload.response_format`, sent with every request), per request
+/// `structured_ok` and `structured_error` (the answer judged against the format's JSON Schema), and a level's
+/// `structured` ([`StructuredTally`]); version 12 and older read without them (nothing was judged).
+pub const BENCH_VERSION: u32 = 13;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -92,6 +95,10 @@ pub struct Workload {
     /// The trace's rows or the conversations, in order (not written into records: the digest stands for them).
     #[serde(skip)]
     pub field_data: FieldData,
+    /// Structured output (version 13): the `response_format` sent with every request, a `json_schema` whose
+    /// schema each answer is judged against. Records of different formats are never compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
 }
 
 /// The parsed input of a field workload.
@@ -129,6 +136,7 @@ impl Workload {
             slo: None,
             field: None,
             field_data: FieldData::None,
+            response_format: None,
         }
     }
 
@@ -245,6 +253,13 @@ pub struct RequestRecord {
     pub cached_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_cached: Option<u64>,
+    /// A structured-output workload's judgment of the answer (version 13): whether its JSON object validates
+    /// against the schema sent, and when not, why (bounded, control characters dropped: it quotes server text).
+    /// Absent when nothing was judged (no structured workload, or the request failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_ok: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_error: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -297,6 +312,35 @@ pub struct Level {
     /// when a request lacked them or engines were mixed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_clock: Option<String>,
+    /// A structured-output workload's correctness at this level (version 13; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<StructuredTally>,
+}
+
+/// How many of a level's answers kept to the structured-output schema.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StructuredTally {
+    /// Measured requests.
+    pub requests: u64,
+    /// Requests answered, so judged (a failed request is counted by the level's `failed`, not here).
+    pub judged: u64,
+    /// Judged answers whose JSON object validated against the schema.
+    pub valid: u64,
+    /// `valid / judged`; absent when nothing was judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+impl StructuredTally {
+    /// Counts one measured request.
+    pub fn add(&mut self, r: &RequestRecord) {
+        self.requests += 1;
+        if let Some(ok) = r.structured_ok {
+            self.judged += 1;
+            self.valid += u64::from(ok);
+        }
+        self.rate = (self.judged > 0).then(|| self.valid as f64 / self.judged as f64);
+    }
 }
 
 /// A level's measured batches split into consecutive sub-sessions, in the order they ran: each sub-session is a

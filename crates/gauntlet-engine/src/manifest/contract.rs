@@ -311,6 +311,33 @@ value_type!(
     })
 );
 value_type!(
+    /// `[profiles.P.bench] response_format`: structured output sent with every request of the bench.
+    BenchResponseFormat(toml::Table),
+    "bench_response_format",
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "type": { "const": "json_schema" },
+            "json_schema": {
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string" },
+                    "description": { "type": "string" },
+                    "strict": { "type": "boolean" },
+                    "schema": { "type": "object" }
+                },
+                "required": ["schema"],
+                "additionalProperties": false
+            }
+        },
+        "required": ["type", "json_schema"],
+        "additionalProperties": false,
+        "description": "Structured output: `{ type = \"json_schema\", json_schema = { name, schema, strict } }`, sent \
+                        as every request's `response_format`; each answer's JSON object is judged against `schema` \
+                        and the bench records the rate that kept to it. Not with a field `workload`."
+    })
+);
+value_type!(
     /// `headers_env`: request header names, each with the environment variable holding its value.
     HeadersEnv(BTreeMap<String, String>),
     "headers_env",
@@ -625,6 +652,7 @@ pub struct Bench {
     pub paired: Option<String>,
     pub decide: Option<Decide>,
     pub workload: Option<FieldWorkload>,
+    pub response_format: Option<BenchResponseFormat>,
 }
 
 /// `[profiles.P.bench.slo]`: goodput counts the requests meeting every limit given (at least one).

@@ -281,9 +281,18 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
     w.slo = read_slo(p, &b);
     w.rate = b.float(p, "rate", *RATE_RANGE.start(), *RATE_RANGE.end());
     w.seed = b.integer(p, "seed", 0, i64::MAX).map(|s| s as u64);
+    w.response_format = read_response_format(p, &b);
     if let Some((field, data)) = super::field::read_field(p, &b, root) {
         if b.has("prompts") || b.has("rate") {
             p.error(&b.at("workload"), "a field workload brings its own prompts and times: drop `prompts` and `rate`");
+        }
+        if b.has("response_format") {
+            // A field workload builds its own requests (the conversation so far, a trace's prompts): nothing there
+            // would send the format or judge the answer, so the key would be silently ignored.
+            p.error(
+                &b.at("response_format"),
+                "a field workload sends its own requests: structured output is not judged there",
+            );
         }
         // A trace replays all its rows a batch; conversations all run at once.
         w.concurrency = vec![field.concurrency()];
@@ -311,6 +320,31 @@ pub(crate) fn read_bench_workload(p: &mut Problems, r: &Reader, root: &Path) -> 
         }
     }
     w
+}
+
+/// `[profiles.P.bench] response_format`: a `json_schema` format (its schema must compile), validated as the
+/// suite validates a case's; `json_object` is refused here, since a bench judges answers against a schema.
+fn read_response_format(p: &mut Problems, b: &Reader) -> Option<Json> {
+    let t = b.table_of(p, "response_format")?;
+    let at = b.at("response_format");
+    // Closed like every manifest table (the schema says so): a misspelt key would otherwise go to the server.
+    p.unknown_keys(t, &at, &["type", "json_schema"]);
+    if let Some(Value::Table(js)) = t.get("json_schema") {
+        p.unknown_keys(js, &format!("{at}.json_schema"), &["name", "description", "strict", "schema"]);
+    }
+    match crate::suite::response_format(t) {
+        Ok(v) if v["type"] == "json_schema" => Some(v),
+        Ok(_) => {
+            p.error(&format!("{at}.type"), "a bench judges answers against a schema: give `json_schema`");
+            None
+        }
+        Err(e) => {
+            // The suite's message is a key suffix and a reason (".json_schema.schema: not a valid JSON Schema: …").
+            let (key, why) = e.split_once(": ").unwrap_or(("", &e));
+            p.error(&format!("{at}{key}"), why);
+            None
+        }
+    }
 }
 
 /// `[profiles.P.bench] paired`: `"both"` (default) or `"alternate"`; true for alternate.

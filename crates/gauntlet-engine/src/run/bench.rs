@@ -220,20 +220,17 @@ pub fn run_bench(
 
 /// Writes `bench.json`, `bench.md`, `bench.bmf.json` and `bench.html` into `out_dir`, each atomically. A record
 /// whose requests were spilled has them streamed back from its spill file into `bench.json` and the HTML's
-/// latencies, never all in memory at once.
+/// charts, never all in memory at once.
 pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError> {
     let out = |source| GateError::Out { path: out_dir.into(), source };
     let bmf = serde_json::to_vec_pretty(&super::bench_report::bencher(record)).expect("serializable");
     let mut files = vec![("bench.md", super::bench_report::markdown(record).into_bytes()), ("bench.bmf.json", bmf)];
     if let Some(spilled) = &record.spill {
         bench_spill::write_record(record, spilled, out_dir).map_err(out)?;
-        let latencies = |l: &Level, max_tokens: u64| {
-            let mut out = Default::default();
-            let add = &mut |r: &RequestRecord| super::bench_html::add_latencies(r, max_tokens, &mut out);
-            bench_spill::each_request(out_dir, spilled, l.concurrency, add);
-            out
+        let requests = |l: &Level, f: &mut dyn FnMut(&RequestRecord)| {
+            bench_spill::each_request(out_dir, spilled, l.concurrency, f);
         };
-        files.push(("bench.html", super::bench_html::render_with(record, &latencies).into_bytes()));
+        files.push(("bench.html", super::bench_html::render_with(record, &requests).into_bytes()));
     } else {
         files.push(("bench.json", serde_json::to_vec_pretty(record).expect("serializable")));
         files.push(("bench.html", super::bench_html::render(record).into_bytes()));
@@ -322,7 +319,8 @@ pub(crate) async fn measure_levels(
 pub type Spreads = std::collections::BTreeMap<(usize, String), stats::Between>;
 
 fn same_workload(a: &Workload, b: &Workload) -> bool {
-    (&a.corpus, a.max_tokens, a.rate, a.seed, &a.field) == (&b.corpus, b.max_tokens, b.rate, b.seed, &b.field)
+    (&a.corpus, a.max_tokens, a.rate, a.seed, &a.field, &a.response_format)
+        == (&b.corpus, b.max_tokens, b.rate, b.seed, &b.field, &b.response_format)
 }
 
 /// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on).
@@ -595,6 +593,8 @@ pub(crate) struct LevelFold {
     /// The engine whose timings every answered request carried so far; `Err(())` once one lacked them or engines
     /// were mixed.
     clock: Result<Option<TimingSource>, ()>,
+    /// A structured-output workload's judgments so far (none for any other workload).
+    structured: Option<gauntlet_schema::bench::StructuredTally>,
 }
 
 impl LevelFold {
@@ -614,6 +614,7 @@ impl LevelFold {
                 gauntlet_schema::bench::sub_session_count(workload.repetitions)
             ],
             clock: Ok(None),
+            structured: workload.response_format.is_some().then(Default::default),
         }
     }
 
@@ -632,6 +633,9 @@ impl LevelFold {
     /// no record per batch).
     pub(crate) fn add(&mut self, b: Batch, spill: Option<&mut Spill>) {
         let timelines: Vec<Timeline> = b.requests.iter().map(|r| to_timeline(r, self.max_tokens)).collect();
+        if let Some(tally) = &mut self.structured {
+            b.requests.iter().for_each(|r| tally.add(r));
+        }
         let m = metrics::run(&timelines, 0.0, b.seconds, &self.slos);
         let server = server_decode(&b.requests);
         self.clock = match (self.clock, server) {
@@ -691,6 +695,7 @@ impl LevelFold {
             comparisons: Vec::new(),
             sub_sessions,
             server_clock: self.clock.ok().flatten().map(|s| s.as_str().to_owned()),
+            structured: self.structured,
         }
     }
 }
@@ -732,10 +737,18 @@ pub(crate) async fn run_batch(
             });
             if let Value::Object(m) = &mut body {
                 m.extend(extra.clone());
+                // After the extras: the format sent is the one the answers are judged against.
+                if let Some(format) = &w.response_format {
+                    m.insert("response_format".into(), format.clone());
+                }
             }
             body
         })
         .collect();
+    // Compiled once a batch, before its release (the manifest compiled it already: an error here is a bug, and
+    // every answer of the batch is then judged invalid with it rather than the bench panicking).
+    let schema =
+        w.response_format.as_ref().map(|f| Arc::new(crate::suite::compile_schema(&f["json_schema"]["schema"])));
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let released = Instant::now();
@@ -747,7 +760,7 @@ pub(crate) async fn run_batch(
         .into_iter()
         .zip(arrivals)
         .map(|(body, at)| {
-            let (in_flight, peak) = (in_flight.clone(), peak.clone());
+            let (in_flight, peak, schema) = (in_flight.clone(), peak.clone(), schema.clone());
             let route = match &mut ways {
                 Ways::Wire(ep, pool) => Route::Wire((*ep).clone(), pool.pop()),
                 Ways::Reqwest(client) => Route::Reqwest((*client).clone()),
@@ -777,6 +790,11 @@ pub(crate) async fn run_batch(
                 in_flight.fetch_sub(1, Ordering::SeqCst);
                 let record = match result {
                     Ok(a) => {
+                        // Judged on the whole answer, before the record keeps only a few KiB of its text.
+                        let failure = schema.as_deref().map(|s| match s {
+                            Ok(v) => crate::suite::schema_failure_with(&a.content, v),
+                            Err(e) => Some(e.clone()),
+                        });
                         let (events, text_dropped) = keep_events(a.timeline, TEXT_KEPT);
                         RequestRecord {
                             start,
@@ -786,6 +804,8 @@ pub(crate) async fn run_batch(
                             connected,
                             text_dropped,
                             timings: a.timings,
+                            structured_ok: failure.as_ref().map(Option::is_none),
+                            structured_error: failure.flatten(),
                             ..Default::default()
                         }
                     }

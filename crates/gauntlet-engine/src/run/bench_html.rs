@@ -19,16 +19,14 @@ use crate::report::html::page::{chart, document, nav, none, num};
 
 /// Per-request TTFT, chunk gaps (pooled) and E2EL in milliseconds, over every successful request of a level (in
 /// bounded memory: a long bench's curves come from buckets), and how many requests failed.
-fn latencies(level: &Level, max_tokens: u64) -> ([Values; 3], usize) {
+fn latencies(level: &Level, max_tokens: u64, requests: Requests) -> ([Values; 3], usize) {
     let mut out = Default::default();
-    for r in level.batches.iter().flat_map(|b| &b.requests) {
-        add_latencies(r, max_tokens, &mut out);
-    }
+    requests(level, &mut |r| add_latencies(r, max_tokens, &mut out));
     out
 }
 
 /// One request's latencies added to those [`latencies`] gives.
-pub(crate) fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Values; 3], usize)) {
+fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Values; 3], usize)) {
     match metrics::request(&super::to_timeline(r, max_tokens)) {
         Ok(m) => {
             out[0].push(m.ttft * 1e3);
@@ -47,14 +45,15 @@ fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
 }
 
 pub fn render(r: &BenchRecord) -> String {
-    render_with(r, &latencies)
+    render_with(r, &|level, f| level.batches.iter().flat_map(|b| &b.requests).for_each(f))
 }
 
-/// A level's per-request latencies and failures, as [`latencies`] gives them from the level's own requests.
-pub(crate) type Latencies<'a> = &'a dyn Fn(&Level, u64) -> ([Values; 3], usize);
+/// Visits every request of a level, one at a time: from the level's own batches, or read back from the spill file
+/// of a bench that stored them apart (so that no chart of a spilled bench draws from the record's empty batches).
+pub(crate) type Requests<'a> = &'a dyn Fn(&Level, &mut dyn FnMut(&RequestRecord));
 
-/// [`render`], with each level's latencies from `latencies` (a bench that spilled its requests reads them back).
-pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
+/// [`render`], with each level's requests from `requests` (a bench that spilled its requests reads them back).
+pub(crate) fn render_with(r: &BenchRecord, requests: Requests) -> String {
     let verdict = r.final_verdict();
     let field = r.levels.iter().filter_map(|l| Some((l, field_summary(l)?))).collect::<Vec<_>>();
     let mut sections = vec![("latency", "Latency"), ("throughput", "Throughput")];
@@ -80,9 +79,9 @@ pub(crate) fn render_with(r: &BenchRecord, latencies: Latencies) -> String {
                 }
             } "\n"
         }
-        (latency_section(r, latencies))
+        (latency_section(r, requests))
         (throughput_section(r))
-        @if !field.is_empty() { (field_section(r, &field)) }
+        @if !field.is_empty() { (field_section(r, &field, requests)) }
         (comparison_section(r))
         p.muted { "Written by gauntlet " (r.gauntlet_version) " from " code { "bench.json" } "." } "\n"
     };
@@ -110,8 +109,15 @@ fn facts(r: &BenchRecord) -> Markup {
             w.max_tokens
         ),
         None => format!(
-            "concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) each; {mode}",
-            w.concurrency, w.max_tokens, w.warmups, w.repetitions
+            "concurrency {:?}, {} max tokens, {} warm-up and {} measured batch(es) each; {mode}{}",
+            w.concurrency,
+            w.max_tokens,
+            w.warmups,
+            w.repetitions,
+            w.response_format.as_ref().map_or(String::new(), |f| format!(
+                "; structured output: every request sends the JSON schema {}",
+                f["json_schema"]["name"].as_str().map_or("(unnamed)".to_owned(), |n| format!("`{n}`"))
+            ))
         ),
     };
     let facts = [
@@ -132,10 +138,10 @@ fn facts(r: &BenchRecord) -> Markup {
     }
 }
 
-fn latency_section(r: &BenchRecord, latencies: Latencies) -> Markup {
+fn latency_section(r: &BenchRecord, requests: Requests) -> Markup {
     let mut series: [Vec<Series>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     for l in &r.levels {
-        let (values, failed) = latencies(l, r.workload.max_tokens);
+        let (values, failed) = latencies(l, r.workload.max_tokens, requests);
         for (i, v) in values.into_iter().enumerate() {
             let what = if i == 1 { "gaps" } else { "requests" };
             let name = format!("c{}: {} {what}, {failed} failed", l.concurrency, v.len());
@@ -197,6 +203,16 @@ fn throughput_section(r: &BenchRecord) -> Markup {
                 } "\n"
             }
         } "\n"
+        @if r.levels.iter().any(|l| l.structured.is_some()) {
+            h3 { "Structured output" } "\n"
+            ul {
+                @for l in &r.levels {
+                    @if let Some(line) = super::bench_report::structured_line(l) {
+                        li id={ "structured-c" (l.concurrency) } { "c" (l.concurrency) ": " (line) }
+                    }
+                }
+            } "\n"
+        }
     }
 }
 
@@ -207,15 +223,15 @@ fn field_summary(level: &Level) -> Option<FieldSummary> {
 
 /// Per turn, the prompt tokens the level's requests reported and those the workload shares with what was sent
 /// before them (what a prefix cache that kept everything would reuse).
-fn expected_by_turn(level: &Level) -> BTreeMap<u32, (u64, u64)> {
+fn expected_by_turn(level: &Level, requests: Requests) -> BTreeMap<u32, (u64, u64)> {
     let mut out = BTreeMap::new();
-    for r in level.batches.iter().flat_map(|b| &b.requests) {
+    requests(level, &mut |r| {
         if let (Some(turn), Some(prompt), Some(expected)) = (r.turn, r.prompt_tokens, r.expected_cached) {
             let e: &mut (u64, u64) = out.entry(turn).or_default();
             e.0 = e.0.saturating_add(prompt);
             e.1 = e.1.saturating_add(expected);
         }
-    }
+    });
     out
 }
 
@@ -225,7 +241,7 @@ fn rate(part: u64, whole: u64) -> Option<f64> {
 
 /// The field workload's own numbers per level: the replay's lateness, the prefix cache's measured against
 /// expected hit rate, per-turn TTFT and tokens, and the notes a reader should see; `bench.md` says the same in text.
-fn field_section(r: &BenchRecord, field: &[(&Level, FieldSummary)]) -> Markup {
+fn field_section(r: &BenchRecord, field: &[(&Level, FieldSummary)], requests: Requests) -> Markup {
     let ms = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{:.1}", x * 1e3));
     let pct = |x: Option<f64>| x.map_or("—".to_owned(), |x| format!("{:.1} %", x * 100.0));
     let mut ttft = Vec::new();
@@ -240,14 +256,23 @@ fn field_section(r: &BenchRecord, field: &[(&Level, FieldSummary)]) -> Markup {
             .iter()
             .filter_map(|t| Some((f64::from(t.turn) + 1.0, rate(t.cached_tokens, t.prompt_tokens)? * 100.0)));
         hits.push((format!("c{} measured", l.concurrency), measured.collect()));
-        let expected = expected_by_turn(l)
+        let expected = expected_by_turn(l, requests)
             .into_iter()
             .filter_map(|(turn, (p, e))| Some((f64::from(turn) + 1.0, rate(e, p)? * 100.0)));
         hits.push((format!("c{} expected", l.concurrency), expected.collect()));
-        let lateness: Vec<f64> =
-            l.batches.iter().flat_map(|b| &b.requests).filter_map(|q| q.lateness).map(|x| x * 1e3).collect();
+        // Read like the latencies, in bounded memory: a long trace's curve comes from buckets.
+        let mut lateness = Values::default();
+        requests(l, &mut |q| {
+            if let Some(x) = q.lateness {
+                lateness.push(x * 1e3);
+            }
+        });
         if !lateness.is_empty() {
-            late.push((format!("c{}: {} requests", l.concurrency, lateness.len()), cdf(lateness)));
+            let points = match lateness.exact() {
+                Some(all) => cdf(all.to_vec()),
+                None => lateness.bucket_cdf(CDF_POINTS),
+            };
+            late.push((format!("c{}: {} requests", l.concurrency, lateness.len()), points));
         }
     }
     let conversations = matches!(r.workload.field, Some(FieldWorkload::Conversations { .. }));
@@ -255,7 +280,7 @@ fn field_section(r: &BenchRecord, field: &[(&Level, FieldSummary)]) -> Markup {
     html! {
         h2 id="field" { "Field workload" } "\n"
         @for (l, s) in field {
-            @let expected = expected_by_turn(l);
+            @let expected = expected_by_turn(l, requests);
             h3 { "Concurrency " (l.concurrency) } "\n"
             dl {
                 dt { "Prefixes" } dd { (if s.prefix.is_empty() { "not stated" } else { s.prefix.as_str() }) }

@@ -131,6 +131,20 @@ pub fn goodput_line(w: &gauntlet_schema::bench::Workload, level: &Level) -> Opti
     ))
 }
 
+/// A structured-output level's correctness in words: how many answers kept to the schema of how many judged, and
+/// the requests that could not be judged (they failed).
+pub fn structured_line(level: &Level) -> Option<String> {
+    let s = level.structured.as_ref()?;
+    let rate = s.rate.map_or("no rate: no answer to judge".to_owned(), |r| format!("rate {:.1} %", r * 100.0));
+    Some(format!(
+        "structured output: {} of {} answers kept to the schema ({rate}); {} of {} requests not judged (failed)",
+        s.valid,
+        s.judged,
+        s.requests.saturating_sub(s.judged),
+        s.requests
+    ))
+}
+
 /// The columns of `bench.csv`.
 pub const CSV_HEADER: &[&str] = &[
     "profile",
@@ -232,6 +246,13 @@ pub fn markdown(r: &BenchRecord) -> String {
             None => "closed loop (each batch released at once)".into(),
         }
     );
+    if let Some(f) = &w.response_format {
+        let name = f["json_schema"]["name"].as_str().map_or("(unnamed)".to_owned(), |n| format!("`{n}`"));
+        let _ = writeln!(
+            md,
+            "- Structured output: every request sends the JSON schema {name}; each answer is judged against it"
+        );
+    }
     let _ = writeln!(md, "- Identity: `{}` · gauntlet {}", r.identity_digest, r.gauntlet_version);
     let clocks: std::collections::BTreeSet<ReceiveClock> =
         r.levels.iter().flat_map(|l| l.tally_or_fold().receive_clocks).collect();
@@ -276,6 +297,9 @@ pub fn markdown(r: &BenchRecord) -> String {
             let _ = writeln!(md, "\n- c{}: {g}", l.concurrency);
         }
         if let Some(s) = spread_line(l) {
+            let _ = writeln!(md, "\n- c{}: {s}", l.concurrency);
+        }
+        if let Some(s) = structured_line(l) {
             let _ = writeln!(md, "\n- c{}: {s}", l.concurrency);
         }
     }

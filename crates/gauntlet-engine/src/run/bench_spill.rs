@@ -451,6 +451,7 @@ mod tests {
                 comparisons: Vec::new(),
                 sub_sessions: None,
                 server_clock: None,
+                structured: None,
             });
         }
         let mut record: BenchRecord = serde_json::from_value(serde_json::json!({

@@ -179,7 +179,7 @@ pub fn extra_body(table: &toml::Table, at: &str) -> Result<Map<String, Value>, V
 
 /// A case's `response_format` as JSON, or what is wrong with it (a suffix for `….response_format`): its `type` is
 /// `json_schema` (with a `json_schema.schema` table that compiles as a JSON Schema) or `json_object`.
-fn response_format(table: &toml::Table) -> Result<Value, String> {
+pub(crate) fn response_format(table: &toml::Table) -> Result<Value, String> {
     let value = serde_json::to_value(table).map_err(|e| format!(": {e}"))?;
     match value.get("type").and_then(Value::as_str) {
         Some("json_object") => Ok(value),

@@ -141,25 +141,40 @@ fn json_object(raw: &str) -> Result<serde_json::Map<String, Value>, String> {
 
 /// The answer's JSON object against a JSON Schema: the validator's first error, at its JSON pointer.
 fn schema_failure(raw: &str, schema: &Value) -> Option<String> {
+    // Compiled at suite load already; a failure here would be a bug, reported rather than panicking.
+    match super::cases::compile_schema(schema) {
+        Ok(v) => schema_failure_with(raw, &v),
+        Err(e) => Some(e),
+    }
+}
+
+/// [`schema_failure`] with the schema compiled by the caller (a bench compiles its format's schema once, not per
+/// answer): the answer's JSON object (the span from its first `{` to its last `}`, as the suite's `json` check
+/// reads it), else why there is none, against `validator`. The message is bounded and free of control characters:
+/// it quotes the server's text.
+pub(crate) fn schema_failure_with(raw: &str, validator: &jsonschema::Validator) -> Option<String> {
     let object = match json_object(raw) {
         Ok(o) => Value::Object(o),
-        Err(e) => return Some(e),
-    };
-    // Compiled at suite load already; a failure here would be a bug, reported rather than panicking.
-    let validator = match super::cases::compile_schema(schema) {
-        Ok(v) => v,
-        Err(e) => return Some(e),
+        Err(e) => return Some(bounded(&e)),
     };
     let error = validator.validate(&object).err()?;
     let at = error.instance_path.to_string();
     let at = if at.is_empty() { "/".to_owned() } else { at };
     // The message quotes the answer's values (as JSON, so escaped): cut, so one huge value cannot flood the record.
-    let mut message = error.to_string();
-    if message.chars().count() > 300 {
-        message = format!("{}…", message.chars().take(300).collect::<String>());
-    }
-    Some(format!("does not match the schema at {at}: {message}"))
+    Some(format!("does not match the schema at {}: {}", bounded(&at), bounded(&error.to_string())))
 }
+
+/// At most [`MESSAGE_CHARS`] characters (then `…`), control characters dropped: a failure's text quotes the server.
+fn bounded(text: &str) -> String {
+    let mut kept: String = text.chars().filter(|c| !c.is_control()).take(MESSAGE_CHARS + 1).collect();
+    if kept.chars().count() > MESSAGE_CHARS {
+        kept = format!("{}…", kept.chars().take(MESSAGE_CHARS).collect::<String>());
+    }
+    kept
+}
+
+/// Characters a schema failure keeps of the validator's message (and of the pointer where it failed).
+const MESSAGE_CHARS: usize = 300;
 
 fn json_failure(raw: &str, expected: &toml::Table) -> Option<String> {
     let object = match json_object(raw) {

@@ -150,6 +150,7 @@ seed = 7
 paired = "alternate"
 decide = ["decode"]
 slo = { ttft = "500ms" }
+response_format = { type = "json_schema", json_schema = { name = "city", strict = true, schema = { type = "object", required = ["city"], properties = { city = { type = "string" } } } } }
 [profiles.p.qualify]
 max_concurrency = 4
 source = "."

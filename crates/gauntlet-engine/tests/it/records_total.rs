@@ -180,6 +180,7 @@ fn bench_record(samples: BTreeMap<String, Vec<f64>>) -> BenchRecord {
         comparisons: Vec::new(),
         sub_sessions: None,
         server_clock: None,
+        structured: None,
     });
     b
 }

@@ -96,8 +96,8 @@ fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
 fn newer_or_foreign_records_are_refused_naming_the_file() {
     let err = parse_run_record(r#"{"schema_version": 11}"#).unwrap_err();
     assert!(err.contains("schema_version 11 is not readable"), "{err}");
-    let err = parse_bench_record(r#"{"bench_version": 13}"#, "x/bench.json").unwrap_err();
-    assert!(err.starts_with("x/bench.json: bench_version 13 is not readable (reads 1 to 12)"), "{err}");
+    let err = parse_bench_record(r#"{"bench_version": 14}"#, "x/bench.json").unwrap_err();
+    assert!(err.starts_with("x/bench.json: bench_version 14 is not readable (reads 1 to 13)"), "{err}");
     let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();
     assert!(err.starts_with("x/run.json: no bench_version"), "{err}");
     let err = parse_bench_record(r#"{"bench_version": 3, "verdict": 7}"#, "y.json").unwrap_err();
@@ -399,4 +399,38 @@ fn a_baseline_from_another_engine_names_it_and_compares_text_only_as_far_as_toke
     let findings = gauntlet_engine::compare::compare(&new, &old, &new.thresholds);
     assert!(!findings.iter().any(|f| f.message.contains("engine changed")), "{findings:?}");
     assert!(findings.iter().any(|f| f.kind == "slow-load"), "one engine: speed compared: {:?}", kinds(&findings));
+}
+
+/// A version-12 bench.json (before structured output) still reads, with nothing judged; a version-13 one carries
+/// its format, each request's judgment and the level's tally.
+#[test]
+fn a_version_12_bench_record_reads_without_structured_output() {
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let record = |version: u32, workload: Value, request: Value, level_extra: Value| {
+        let mut level = json!({"concurrency": 1, "batches": [{"seconds": 1.0, "in_flight_max": 1,
+            "requests": [request]}], "metrics": {}, "samples": {}});
+        level.as_object_mut().unwrap().extend(level_extra.as_object().unwrap().clone());
+        json!({
+            "bench_version": version, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "t",
+            "identity": run["identity"], "identity_digest": run["identity_digest"], "runtime": {},
+            "workload": workload, "definitions": {}, "levels": [level], "verdict": "candidate", "rules": {}
+        })
+        .to_string()
+    };
+    let workload = json!({"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 2});
+    let request = json!({"start": 0.0, "events": [[0.1, "{}", ""]]});
+    let r = parse_bench_record(&record(12, workload.clone(), request, json!({})), "old/bench.json").unwrap();
+    assert!(r.workload.response_format.is_none());
+    assert_eq!(r.levels[0].batches[0].requests[0].structured_ok, None);
+    assert!(r.levels[0].structured.is_none());
+    let mut structured = workload;
+    structured["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": {}}});
+    let request = json!({"start": 0.0, "events": [], "structured_ok": false, "structured_error": "invalid JSON"});
+    let tally = json!({"structured": {"requests": 1, "judged": 1, "valid": 0, "rate": 0.0}});
+    let r = parse_bench_record(&record(13, structured, request, tally), "new/bench.json").unwrap();
+    assert_eq!(r.workload.response_format.as_ref().unwrap()["json_schema"]["name"], "n");
+    let q = &r.levels[0].batches[0].requests[0];
+    assert_eq!((q.structured_ok, q.structured_error.as_deref()), (Some(false), Some("invalid JSON")));
+    let s = r.levels[0].structured.clone().unwrap();
+    assert_eq!((s.requests, s.judged, s.valid, s.rate), (1, 1, 0, Some(0.0)));
 }

@@ -33,6 +33,14 @@ pub(crate) fn bench(args: BenchArgs) -> Outcome {
         return Err(Failure::bad_input(problem));
     }
     if let Some(a) = args.paired_with.as_deref() {
+        if workload.response_format.is_some() {
+            // A paired A/B compares speed and keeps no correctness rate: the format would be sent and never counted.
+            return Err(Failure::bad_input(format!(
+                "--paired-with: profile `{}` sends a structured-output `response_format`, whose rate only a plain \
+                 bench records; run the two profiles as plain benches",
+                profile.name
+            )));
+        }
         return super::paired::paired(&manifest, a, profile, workload, args.pairs, args.out);
     }
     let identity = identity_of(&profile)?;

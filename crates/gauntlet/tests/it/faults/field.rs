@@ -52,6 +52,13 @@ fn a_trace_replay_sends_every_row_on_schedule_and_records_its_lateness() {
     // Both rows go out at once, so the level is concurrency 2.
     let lateness = html.split("id=\"lateness-c2\"").nth(1).expect("no lateness line for the level");
     assert!(lateness.contains("sent behind the trace's schedule") && lateness.contains("of 4 over"), "{lateness:.300}");
+    // The lateness chart draws the four recorded values (spilled apart from bench.json while the bench ran), one
+    // dot each, not "no lateness to draw".
+    assert!(!html.contains("no lateness to draw"), "the lateness chart is missing");
+    let chart = html.split("aria-label=\"lateness: how far behind").nth(1).expect("no lateness chart");
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(chart.contains(">c2: 4 requests</text>"), "{chart}");
+    assert_eq!(chart.matches("<circle ").count(), 4, "{chart}");
 }
 
 #[test]

@@ -57,3 +57,109 @@ fn a_structured_output_case_passes_on_a_valid_answer_and_fails_on_one_that_break
     assert_eq!(status, "fail", "additionalProperties = false holds: {checks:?}");
     assert!(checks[0]["detail"].as_str().unwrap().contains("mayor"), "{checks:?}");
 }
+
+/// The bench's `response_format`: the `city` schema of [`SUITE`], sent with every request.
+const BENCH_FORMAT: &str = "response_format = { type = \"json_schema\", json_schema = { name = \"city\", strict = true, \
+     schema = { type = \"object\", additionalProperties = false, required = [\"name\", \"population\"], properties = \
+     { name = { type = \"string\" }, population = { type = \"integer\", minimum = 0 } } } } }";
+
+const VALID: &str = "{\"name\": \"Paris\", \"population\": 2102650}";
+
+/// A structured bench of the built-in prompts (8: three begin "Write", three "Explain", two "Describe") at
+/// concurrency 4, two batches: every prompt once. `describe` answers the two "Describe" prompts.
+fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, String) {
+    let answers = vec![
+        ("__token_delay_ms", "2".to_owned()),
+        ("Write", VALID.to_owned()),
+        ("Explain", VALID.to_owned()),
+        ("Describe", describe.to_owned()),
+    ];
+    let bench =
+        format!("[profiles.test.bench]\nconcurrency = [4]\nmax_tokens = 16\nwarmups = 0\nsamples = 2\n{BENCH_FORMAT}");
+    let f = Fixture::new("structured-bench").answers(answers).profile(&bench);
+    let manifest = f.write();
+    let out = f.path().join("out");
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = gauntlet(&args, &[], Duration::from_secs(120));
+    assert_no_survivors(&f.tag);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let record = std::fs::read_to_string(out.join("bench.json")).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
+    let html = std::fs::read_to_string(out.join("bench.html")).unwrap();
+    (o.status.code(), serde_json::from_str(&record).unwrap(), md, html)
+}
+
+fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
+    let batches = record["levels"][0]["batches"].as_array().unwrap();
+    batches.iter().flat_map(|b| b["requests"].as_array().unwrap()).collect()
+}
+
+#[test]
+fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
+    let (code, record, md, html) = structured_bench(VALID);
+    assert_eq!(code, Some(0), "{md}");
+    assert_eq!(record["bench_version"], 13);
+    assert_eq!(record["workload"]["response_format"]["json_schema"]["name"], "city", "{:#}", record["workload"]);
+    let rs = requests(&record);
+    assert_eq!(rs.len(), 8);
+    for r in &rs {
+        assert_eq!((r["structured_ok"].as_bool(), r.get("structured_error")), (Some(true), None), "{r:#}");
+    }
+    let s = &record["levels"][0]["structured"];
+    assert_eq!(*s, serde_json::json!({"requests": 8, "judged": 8, "valid": 8, "rate": 1.0}), "{s:#}");
+    assert!(md.contains("c4: structured output: 8 of 8 answers kept to the schema (rate 100.0 %)"), "{md}");
+    assert!(md.contains("every request sends the JSON schema `city`"), "{md}");
+    let line = html.split("id=\"structured-c4\"").nth(1).expect("no structured line in bench.html");
+    assert!(line.contains("8 of 8 answers kept to the schema (rate 100.0 %)"), "{line:.200}");
+}
+
+#[test]
+fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
+    let (code, record, md, html) = structured_bench("{\"name\": \"Paris\", \"population\": \"many\"}");
+    // A broken answer is a correctness finding of the rate, not a failed request: the bench itself ran.
+    assert_eq!(code, Some(0), "{md}");
+    let rs = requests(&record);
+    let broken: Vec<&&serde_json::Value> = rs.iter().filter(|r| r["structured_ok"] == false).collect();
+    assert_eq!(broken.len(), 2, "the two Describe prompts: {rs:#?}");
+    for r in &broken {
+        let why = r["structured_error"].as_str().unwrap();
+        assert!(why.starts_with("does not match the schema at /population: "), "{why}");
+        assert!(r.get("error").is_none(), "{r:#}");
+    }
+    let s = &record["levels"][0]["structured"];
+    assert_eq!(*s, serde_json::json!({"requests": 8, "judged": 8, "valid": 6, "rate": 0.75}), "{s:#}");
+    assert!(md.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "{md}");
+    assert!(html.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "bench.html lacks the rate");
+}
+
+/// A format with nothing to judge by, or one a paired A/B would send without counting, is refused before any
+/// server starts.
+#[test]
+fn a_bench_response_format_without_a_schema_to_judge_by_is_bad_input() {
+    for (format, paired, said) in [
+        (
+            "response_format = { type = \"json_object\" }",
+            false,
+            "profiles.test.bench.response_format.type: a bench judges",
+        ),
+        (
+            "response_format = { type = \"json_schema\", json_schema = { name = \"x\" } }",
+            false,
+            "profiles.test.bench.response_format.json_schema.schema: required",
+        ),
+        (BENCH_FORMAT, true, "whose rate only a plain bench records"),
+    ] {
+        let f = Fixture::new("structured-bad").profile(&format!("[profiles.test.bench]\n{format}"));
+        let manifest = f.write();
+        let out = f.path().join("out");
+        let mut args = vec!["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+        if paired {
+            args.extend(["--paired-with", "test"]);
+        }
+        let o = gauntlet(&args, &[], Duration::from_secs(60));
+        assert_no_survivors(&f.tag);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
+}
