@@ -23,25 +23,34 @@ pub enum Unit {
 }
 
 impl Unit {
-    /// From the records' unit to the shown one.
+    /// From the records' unit to the one a person reads (milliseconds, a percentage).
     pub fn shown_factor(self) -> f64 {
+        match self {
+            Unit::Seconds => 1e3,
+            Unit::Fraction => 100.0,
+            Unit::TokensPerSecond | Unit::RequestsPerSecond => 1.0,
+        }
+    }
+
+    /// From the records' unit to the exported one ([`Unit::slug`]): milliseconds; a fraction stays one.
+    pub fn export_factor(self) -> f64 {
         match self {
             Unit::Seconds => 1e3,
             Unit::TokensPerSecond | Unit::RequestsPerSecond | Unit::Fraction => 1.0,
         }
     }
 
-    /// The shown unit as a column heading ends: "ms", "tok/s", "req/s"; empty for a fraction.
+    /// The shown unit as a column heading ends: "ms", "tok/s", "req/s", "%".
     pub fn shown(self) -> &'static str {
         match self {
             Unit::Seconds => "ms",
             Unit::TokensPerSecond => "tok/s",
             Unit::RequestsPerSecond => "req/s",
-            Unit::Fraction => "",
+            Unit::Fraction => "%",
         }
     }
 
-    /// The shown unit as a BMF measure's slug ends: "-ms", "-tok-per-s", "-req-per-s"; empty for a fraction.
+    /// The exported unit as a BMF measure's slug ends: "-ms", "-tok-per-s", "-req-per-s"; empty for a fraction.
     pub fn slug(self) -> &'static str {
         match self {
             Unit::Seconds => "-ms",
@@ -200,12 +209,9 @@ impl Metric {
         self.spec().better
     }
 
-    /// A table's column heading: its name and shown unit ("TTFT p99 ms", "output tok/s", "error rate").
+    /// A table's column heading: its name and shown unit ("TTFT p99 ms", "output tok/s", "error rate %").
     pub fn column(self) -> String {
-        match self.unit().shown() {
-            "" => self.label().to_owned(),
-            unit => format!("{} {unit}", self.label()),
-        }
+        format!("{} {}", self.label(), self.unit().shown())
     }
 
     /// Its BMF measure (and CSV `metric`): "ttft-p99-ms", "output-throughput-tok-per-s", "error-rate".
@@ -320,5 +326,7 @@ mod tests {
         assert_eq!(Metric::Goodput.slug(), "goodput-req-per-s");
         assert_eq!(Metric::TtftP50.column(), "TTFT p50 ms");
         assert_eq!(Metric::OutputThroughput.column(), "output tok/s");
+        assert_eq!(Metric::ErrorRate.column(), "error rate %");
+        assert_eq!(Metric::ErrorRate.show(Some(0.25)), "25.0");
     }
 }

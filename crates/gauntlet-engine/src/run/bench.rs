@@ -1136,7 +1136,8 @@ mod report_tests {
         assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
         assert_eq!(m["error-rate"]["value"], 0.0);
         let md = markdown(&bench(vec![l.clone()]));
-        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
+        // TTFT mean, p50 and p99, then TPOT mean.
+        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 100.0 | 15.0 |"), "{md}");
         assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
         let mut mixed = l;
         mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
@@ -1144,6 +1145,37 @@ mod report_tests {
         mixed.tally = None;
         let md = markdown(&bench(vec![mixed]));
         assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
+    }
+
+    /// Every bench metric reaches every writer (a table column of `bench.md` and `bench.html`, a row of
+    /// `bench.csv`, a measure of `bench.bmf.json`), with a value at a level that measured it: a new [`Metric`]
+    /// variant a writer forgot fails here.
+    #[test]
+    fn every_bench_metric_appears_in_every_writer() {
+        let batch = |gap: f64| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            receive_clock: None,
+            requests: vec![record(0.0, gap), record(0.0, gap)],
+        };
+        let mut workload = Workload::new(vec![2], 4, 0, 2);
+        workload.slo = Some(gauntlet_schema::bench::Slo { ttft: Some(1.0), ..Default::default() });
+        let r = bench(vec![level(2, vec![batch(0.01), batch(0.02)], &workload)]);
+        let (md, csv, bmf) = (markdown(&r), csv(&r), bencher(&r));
+        let html = crate::run::bench_html::render(&r).to_lowercase();
+        let header = md.lines().find(|l| l.starts_with("| concurrency |")).expect(&md);
+        let row = md.lines().find(|l| l.starts_with("| 2 |")).expect(&md);
+        assert_eq!(header.matches('|').count(), row.matches('|').count(), "{header}\n{row}");
+        assert!(!row.contains('—'), "every metric has a value: {row}");
+        for m in Metric::BENCH {
+            assert!(header.contains(&format!(" {} |", m.column())), "bench.md's table lacks {m:?}: {header}");
+            let csv_row = csv.lines().find(|l| l.starts_with(&format!("p,2,{},", m.slug())));
+            assert!(csv_row.is_some_and(|l| !l.starts_with(&format!("p,2,{},,", m.slug()))), "bench.csv: {m:?}");
+            assert!(bmf["p/concurrency-2"][m.slug()]["value"].is_number(), "bench.bmf.json lacks {m:?}: {bmf}");
+            let th = format!("<th>{}</th>", m.column().to_lowercase());
+            assert!(html.contains(&th), "bench.html's table lacks {m:?} ({th})");
+        }
     }
 
     #[test]
@@ -1160,7 +1192,8 @@ mod report_tests {
         let text = csv(&r);
         assert!(text.ends_with("\r\n") && !text.contains("\u{1b}"), "{text:?}");
         let rows: Vec<&str> = text.split("\r\n").filter(|r| !r.is_empty()).collect();
-        assert_eq!(rows.len(), 1 + 6, "a header and six measures (no goodput without an SLO): {text}");
+        let measures = Metric::BENCH.len() - 1;
+        assert_eq!(rows.len(), 1 + measures, "a header and every bench metric but goodput (no SLO): {text}");
         assert!(
             rows[1].starts_with("\"'=HYPERLINK(\"\"http://x\"\",\"\"a,b\"\")\u{fffd}\",2,output-throughput-tok-per-s,"),
             "{}",

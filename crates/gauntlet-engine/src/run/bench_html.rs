@@ -171,9 +171,7 @@ fn throughput_section(r: &BenchRecord) -> Markup {
         tput.push(("baseline (batch mean)".to_owned(), base));
     }
     let svg = line_chart("output throughput against concurrency", "concurrency", "tokens/s", &tput);
-    // The report's table without TPOT (the md table has it).
-    let columns: Vec<Metric> =
-        crate::run::bench_report::table_columns().into_iter().filter(|m| *m != Metric::TpotMean).collect();
+    let columns = crate::run::bench_report::table_columns();
     let shown = |m: Metric, l: &Level| l.pooled(m).map_or("—".to_owned(), |x| num(x * m.unit().shown_factor()));
     html! {
         h2 id="throughput" { "Throughput against concurrency" } "\n"

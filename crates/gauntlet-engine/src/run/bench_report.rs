@@ -9,26 +9,10 @@ use serde_json::{Map, Value, json};
 use gauntlet_schema::bench::{BenchRecord, Level, MetricComparison};
 use gauntlet_schema::{Metric, ReceiveClock};
 
-/// The measures exported per concurrency (BMF and CSV), in [`Metric::BENCH`]'s order.
-fn exported() -> impl Iterator<Item = Metric> {
-    Metric::BENCH.iter().copied().filter(|m| {
-        matches!(
-            m,
-            Metric::OutputThroughput
-                | Metric::TtftMean
-                | Metric::TtftP99
-                | Metric::TpotMean
-                | Metric::E2elMean
-                | Metric::ErrorRate
-                | Metric::Goodput
-        )
-    })
-}
-
 /// The smallest and largest per-batch sample of a sampled metric, in its shown unit.
 fn sample_bounds(level: &Level, metric: Metric) -> Option<(f64, f64)> {
     let samples = level.samples_of(metric).filter(|_| metric.sampled())?;
-    let factor = metric.unit().shown_factor();
+    let factor = metric.unit().export_factor();
     let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     Some((lo * factor, hi * factor))
@@ -40,9 +24,9 @@ pub fn bencher(r: &BenchRecord) -> Value {
     let mut out = Map::new();
     for level in &r.levels {
         let mut measures = Map::new();
-        for metric in exported() {
+        for metric in Metric::BENCH.iter().copied() {
             let Some(value) = level.pooled(metric) else { continue };
-            let mut m = json!({"value": value * metric.unit().shown_factor()});
+            let mut m = json!({"value": value * metric.unit().export_factor()});
             if let Some((lo, hi)) = sample_bounds(level, metric) {
                 m["lower_value"] = json!(lo);
                 m["upper_value"] = json!(hi);
@@ -173,9 +157,9 @@ pub fn csv(r: &BenchRecord) -> String {
     row(&mut out, &CSV_HEADER.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     let num = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(String::new(), |x| format!("{x}"));
     for level in &r.levels {
-        for metric in exported() {
+        for metric in Metric::BENCH.iter().copied() {
             let Some(value) = level.pooled(metric) else { continue };
-            let factor = metric.unit().shown_factor();
+            let factor = metric.unit().export_factor();
             let bounds = sample_bounds(level, metric);
             let (lo, hi) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
             let c = level.comparison(metric).filter(|_| metric.sampled());
@@ -216,23 +200,10 @@ fn csv_cell(text: &str) -> String {
     if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
 }
 
-/// The metrics a report's table shows, one column each: latencies, then rates ([`Metric::section`]).
+/// The metrics a report's table shows, one column each: every bench metric, latencies first, then rates
+/// ([`Metric::section`]).
 pub fn table_columns() -> Vec<Metric> {
-    let mut columns: Vec<Metric> = Metric::BENCH
-        .iter()
-        .copied()
-        .filter(|m| {
-            matches!(
-                m,
-                Metric::TtftP50
-                    | Metric::TtftP99
-                    | Metric::TpotMean
-                    | Metric::ItlP99
-                    | Metric::E2elP50
-                    | Metric::OutputThroughput
-            )
-        })
-        .collect();
+    let mut columns = Metric::BENCH.to_vec();
     columns.sort_by_key(|m| m.section());
     columns
 }
