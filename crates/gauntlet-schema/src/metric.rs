@@ -75,6 +75,7 @@ pub enum Metric {
     ItlP99,
     E2elMean,
     E2elP50,
+    E2elP99,
     /// Failed requests over all requests.
     ErrorRate,
     /// Requests that met every limit of the workload's SLO, per second of wall duration.
@@ -111,6 +112,7 @@ impl Metric {
         Metric::ItlP99,
         Metric::E2elMean,
         Metric::E2elP50,
+        Metric::E2elP99,
         Metric::ErrorRate,
         Metric::Goodput,
         Metric::DecodeRate,
@@ -126,6 +128,7 @@ impl Metric {
         Metric::ItlP99,
         Metric::E2elMean,
         Metric::E2elP50,
+        Metric::E2elP99,
         Metric::ErrorRate,
         Metric::Goodput,
     ];
@@ -177,6 +180,7 @@ impl Metric {
                 ..s("e2el_mean", "E2EL mean", Seconds, Lower, &["e2el", "mean"], "e2el-mean")
             },
             Metric::E2elP50 => s("e2el_p50", "E2EL p50", Seconds, Lower, &["e2el", "p50"], "e2el-p50"),
+            Metric::E2elP99 => s("e2el_p99", "E2EL p99", Seconds, Lower, &["e2el", "p99"], "e2el-p99"),
             Metric::ErrorRate => s("error_rate", "error rate", Fraction, Lower, &["error_rate"], "error-rate"),
             Metric::Goodput => s("goodput_wall", "goodput", RequestsPerSecond, Higher, &["goodput_wall"], "goodput"),
             Metric::DecodeRate => Spec {

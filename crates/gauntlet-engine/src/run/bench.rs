@@ -93,6 +93,7 @@ fn sample_of(m: &RunMetrics, metric: Metric) -> Option<f64> {
         | Metric::TtftP99
         | Metric::ItlP99
         | Metric::E2elP50
+        | Metric::E2elP99
         | Metric::ErrorRate
         | Metric::Goodput
         | Metric::DecodeRate => None,

@@ -105,6 +105,7 @@ fn value_of(m: &RequestMetrics, metric: Metric) -> Option<f64> {
         | Metric::TtftP99
         | Metric::ItlP99
         | Metric::E2elP50
+        | Metric::E2elP99
         | Metric::ErrorRate
         | Metric::Goodput => None,
     }
