@@ -524,6 +524,9 @@ pub struct SpeedJudgement {
     pub median_ratio: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upper_ratio: Option<f64>,
+    /// The same median without the correction, for comparison: what the wall clocks alone said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncorrected_median_ratio: Option<f64>,
 }
 
 /// What a draft model did over a run's answers: summed counts, and the two rates derived from them.

@@ -157,6 +157,7 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
         (Some((_, a)), Some((_, b))) => Some(a.max(b)),
         _ => None,
     };
+    let uncorrected = case_ratios(run, baseline).map(|r| r.median);
     Some(match decode_check(run, baseline) {
         DecodeCheck::Ratios { ratios, corrected, why_not } => SpeedJudgement {
             judged: true,
@@ -167,7 +168,8 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
                     ratios.cases, ratios.clock
                 ),
                 None => format!(
-                    "{} cases compared on {}, each corrected onto the server's CPU clock (its threads' wait for                      other processes' CPU taken out)",
+                    "{} cases compared on {}, each corrected onto the server's CPU clock (its threads' wait for \
+                     other processes' CPU taken out)",
                     ratios.cases, ratios.clock
                 ),
             },
@@ -177,6 +179,7 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
             contention_limit: limit,
             median_ratio: Some(ratios.median),
             upper_ratio: Some(ratios.upper),
+            uncorrected_median_ratio: uncorrected,
         },
         DecodeCheck::NotJudged { contention, limit, threads, side } => SpeedJudgement {
             judged: false,
@@ -187,6 +190,7 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
             contention_limit: limit,
             median_ratio: None,
             upper_ratio: None,
+            uncorrected_median_ratio: uncorrected,
         },
         DecodeCheck::NoCases => return None,
     })

@@ -114,7 +114,8 @@ pub struct Sample {
     group: Option<(PathBuf, u64)>,
 }
 
-/// What the sampled threads did between two samples.
+/// What the busy threads did between two samples: those that ran at least a quarter of the busiest one's CPU time
+/// (every thread when none ran).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Account {
     pub cpu_ns: u64,
@@ -147,31 +148,32 @@ impl Sample {
         self.group.as_ref().map(|(g, _)| g.as_path())
     }
 
-    /// What happened between `before` and this sample: summed over the threads in this sample (a thread new
+    /// What happened between `before` and this sample: summed over the busy threads in this sample (a thread new
     /// since `before` counts whole; one that vanished is lost). None when no thread was seen, or a counter went
     /// backwards (a reused thread id, or not the same kernel's numbers).
     pub fn since(&self, before: &Sample) -> Option<Account> {
         if self.threads.is_empty() {
             return None;
         }
-        let mut cpu: Vec<u64> = Vec::with_capacity(self.threads.len());
-        let mut wait_ns: u64 = 0;
+        let mut deltas: Vec<(u64, u64)> = Vec::with_capacity(self.threads.len());
         for (key, &(c, w)) in &self.threads {
             let (c0, w0) = before.threads.get(key).copied().unwrap_or((0, 0));
-            cpu.push(c.checked_sub(c0)?);
-            wait_ns = wait_ns.saturating_add(w.checked_sub(w0)?);
+            deltas.push((c.checked_sub(c0)?, w.checked_sub(w0)?));
         }
         let throttled_ns = match (&self.group, &before.group) {
             (Some((g, t)), Some((g0, t0))) if g == g0 => t.checked_sub(*t0)?,
             _ => 0,
         };
-        let busiest = cpu.iter().copied().max().unwrap_or(0);
-        let busy_threads = cpu.iter().filter(|c| busiest > 0 && **c as f64 >= BUSY_SHARE * busiest as f64).count();
+        // The threads that did the work; the others (an HTTP listener, a logger) wait and run on their own schedule,
+        // which says nothing of how long the work took.
+        let busiest = deltas.iter().map(|d| d.0).max().unwrap_or(0);
+        let busy: Vec<&(u64, u64)> =
+            deltas.iter().filter(|d| busiest == 0 || d.0 as f64 >= BUSY_SHARE * busiest as f64).collect();
         Some(Account {
-            cpu_ns: cpu.iter().fold(0u64, |a, c| a.saturating_add(*c)),
-            wait_ns,
+            cpu_ns: busy.iter().fold(0u64, |a, d| a.saturating_add(d.0)),
+            wait_ns: busy.iter().fold(0u64, |a, d| a.saturating_add(d.1)),
             throttled_ns,
-            busy_threads: busy_threads as u32,
+            busy_threads: if busiest == 0 { 0 } else { busy.len() as u32 },
         })
     }
 }
@@ -235,10 +237,12 @@ mod tests {
         let after =
             sample(&[((10, 11), (801_000, 300_500)), ((10, 12), (20_100, 1_010)), ((10, 13), (4, 0))], Some(57_000));
         let a = after.since(&before).unwrap();
-        assert_eq!(a, Account { cpu_ns: 820_004, wait_ns: 301_000, throttled_ns: 50_000, busy_threads: 1 });
+        // Only the decoding thread is busy (the others ran under a quarter of its 800 µs): its own time and wait.
+        assert_eq!(a, Account { cpu_ns: 800_000, wait_ns: 300_000, throttled_ns: 50_000, busy_threads: 1 });
         // Two threads sharing the work.
         let two = sample(&[((10, 11), (801_000, 500)), ((10, 12), (600_100, 10))], None);
         assert_eq!(two.since(&before).unwrap().busy_threads, 2);
+        assert_eq!(two.since(&before).unwrap().cpu_ns, 800_000 + 600_000);
         assert_eq!(two.since(&before).unwrap().throttled_ns, 0, "no group now: nothing counts as throttled");
         // A counter that went backwards, or no thread at all: no account.
         assert_eq!(before.since(&after), None);
