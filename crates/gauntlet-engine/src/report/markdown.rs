@@ -29,6 +29,9 @@ pub fn render(run: &RunRecord, baseline: Option<&RunRecord>) -> String {
         _ => "not measured (no case with ≥ 32 completion tokens)".into(),
     };
     let _ = writeln!(s, "| decode | {decode} |");
+    if let Some(c) = super::speed_check_line(run) {
+        let _ = writeln!(s, "| speed check | {} |", text(&c));
+    }
     if let Some(d) = super::draft_line(run) {
         let _ = writeln!(s, "| draft | {} |", text(&d));
     }

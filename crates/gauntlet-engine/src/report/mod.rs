@@ -27,6 +27,35 @@ pub fn is_server_change(f: &Finding) -> bool {
     f.kind == FindingKind::ServerChanged && f.severity != Severity::Info
 }
 
+/// The speed check in words (`contention 52 % (1 decode thread, 0.00 s throttled); judged: 8 cases compared on …;
+/// median 98 % of the baseline's (uncorrected 97 %)`); None for a run without a CPU account (attached servers,
+/// older records).
+pub fn speed_check_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
+    let c = run.decode.speed_check.as_ref()?;
+    let pct = |v: f64| format!("{:.0} %", v * 100.0);
+    let mut line = format!(
+        "contention {} ({} decode thread{}, {:.2} s throttled)",
+        c.contention.map_or("?".into(), pct),
+        c.busy_threads,
+        if c.busy_threads == 1 { "" } else { "s" },
+        c.throttled_seconds
+    );
+    if let Some(j) = &c.judgement {
+        if j.judged {
+            line.push_str(&format!("; judged: {}", j.reason));
+            if let Some(m) = j.median_ratio {
+                line.push_str(&format!("; median {} of the baseline's", pct(m)));
+                if let Some(u) = j.uncorrected_median_ratio.filter(|_| j.corrected) {
+                    line.push_str(&format!(" (uncorrected {})", pct(u)));
+                }
+            }
+        } else {
+            line.push_str(&format!("; not judged: {}", j.reason));
+        }
+    }
+    Some(line)
+}
+
 /// Speculative decoding in words: the draft (file, digest prefix, settings) and what it achieved
 /// (`acceptance 71.2 % (534 of 750 drafted tokens, 12 answers), 2.31 tokens per target step`); None for a run with
 /// no draft in its identity and no draft counts.

@@ -350,6 +350,33 @@ fn decode_is_corrected_onto_the_servers_cpu_clock_and_not_judged_under_heavy_con
     assert!(found[0].2.contains("uncorrected: the baseline (run.json version 10) has no CPU account"), "{found:?}");
 }
 
+/// The report states the speed check: the run's contention and, against a baseline, whether decode was judged.
+#[test]
+fn the_report_states_the_speed_check() {
+    let (mut run, mut base) = record();
+    let ids = ["a", "b", "c", "d", "e"];
+    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
+    run.cases = base.cases.clone();
+    let tps = [100.0, 110.0, 90.0, 105.0, 95.0];
+    accounted(&mut base, &tps, 0.3, 0.03, 0.0, 1);
+    accounted(&mut run, &tps.map(|v| v * 0.5), 0.3, 0.33, 0.0, 1);
+    let md = |run: &RunRecord| report::markdown(run, None);
+    assert!(md(&run).contains("| speed check | contention 52 % (1 decode thread, 0.00 s throttled) |"), "{}", md(&run));
+    run.decode.speed_check.as_mut().unwrap().judgement = gauntlet_engine::compare::speed::judgement(&run, &base);
+    let text = md(&run);
+    assert!(text.contains("; judged: 5 cases compared on the server's timings, each corrected"), "{text}");
+    assert!(text.contains("; median 95 % of the baseline's (uncorrected 50 %)"), "{text}");
+    let html = report::html(&run, None, &[]);
+    assert!(html.contains("Speed check") && html.contains("contention 52 %"), "no speed check in the HTML");
+    // Not judged: said, with the contention.
+    accounted(&mut run, &tps.map(|v| v * 0.1), 0.03, 0.27, 0.0, 1);
+    run.decode.speed_check.as_mut().unwrap().judgement = gauntlet_engine::compare::speed::judgement(&run, &base);
+    assert!(md(&run).contains("; not judged: the server's threads spent 90 % of their time in this run's cases"));
+    // No account (attached, older records): no line.
+    run.decode.speed_check = None;
+    assert!(!md(&run).contains("speed check"));
+}
+
 /// A slower load warns only when it is both over the ratio and longer by more than the noise floor: 20 ms → 110 ms
 /// (7×, measured on a busy runner) is scheduling noise; 0.84 s → 1.5 s is not.
 #[test]

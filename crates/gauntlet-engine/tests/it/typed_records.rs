@@ -434,3 +434,24 @@ fn a_version_12_bench_record_reads_without_structured_output() {
     let s = r.levels[0].structured.clone().unwrap();
     assert_eq!((s.requests, s.judged, s.valid, s.rate), (1, 1, 0, Some(0.0)));
 }
+
+/// Version 11's speed check reads back as written; the version-10 record before it reads without one.
+#[test]
+fn the_speed_check_reads_back_and_older_records_have_none() {
+    let mut run = parse_run_record(H200_RUN).unwrap();
+    assert_eq!(run.decode.speed_check, None, "written before version 11");
+    let cases = vec![
+        gauntlet_engine::compare::speed::case_cpu("a", 0.25, 0.2, 0.05, 0.48, 1),
+        gauntlet_engine::compare::speed::case_cpu("b", 0.24, 0.1, 0.0, 0.35, 1),
+    ];
+    let mut check = gauntlet_engine::compare::speed::speed_check(cases, Some("/sys/fs/cgroup/cpu/g".into()));
+    let base = run.clone();
+    run.decode.speed_check = Some(check.clone());
+    check.judgement = gauntlet_engine::compare::speed::judgement(&run, &base);
+    run.decode.speed_check = Some(check);
+    run.server.load_cpu =
+        Some(gauntlet_schema::LoadCpu { cpu_seconds: 1.0, wait_seconds: 0.5, throttled_seconds: Some(0.2) });
+    let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
+    assert_eq!(again.decode.speed_check, run.decode.speed_check);
+    assert_eq!(again.server.load_cpu, run.server.load_cpu);
+}

@@ -94,7 +94,11 @@ fn facts(run: &RunRecord) -> Markup {
         ("Started", format!("{} ({:.1} s)", run.started_at, run.wall_seconds)),
         ("Identity", run.identity_digest.clone()),
     ];
-    for (k, v) in [("Draft", super::super::draft_line(run)), ("Lossless", super::super::lossless_line(run))] {
+    for (k, v) in [
+        ("Speed check", super::super::speed_check_line(run)),
+        ("Draft", super::super::draft_line(run)),
+        ("Lossless", super::super::lossless_line(run)),
+    ] {
         rows.extend(v.map(|v| (k, v)));
     }
     html! {

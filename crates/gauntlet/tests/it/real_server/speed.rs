@@ -1,5 +1,5 @@
 //! The gate's speed check on the real embedded default's server and model (its launcher, SmolLM2-135M) with one
-//! decode thread (`-t 1`) and a short suite of eight answers of 16 tokens (the default suite's long-prompt case alone
+//! decode thread (`-t 1`) and a short suite of eight answers of up to 48 tokens (the default suite's long-prompt case alone
 //! takes minutes on a busy 2-core runner), on whatever machine runs it (a shared runner, a build beside it): an
 //! unchanged re-run does not warn on speed, and the same server slowed by a known amount does. The slowdown is a
 //! cgroup-v1 CPU quota of 70 ms per 100 ms period on the server's own CPU group (`/sys/fs/cgroup/cpu`, the
@@ -19,14 +19,17 @@ use crate::common::{Run, finish, free_port, gauntlet};
 
 const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// Eight prompts that each decode their 16 tokens; a check every answer passes (speed is what is judged).
+/// Eight prompts that each decode up to 48 tokens; a check every answer passes (speed is what is judged). Cases of
+/// 16 tokens (about 0.35 s under the quota, 3–4 of its periods) let the quota bite less: each case starts with a
+/// full period's budget after the idle gap before it, so the corrected ratio under the quota was 0.62–0.78 (upper
+/// bounds up to 0.83) rather than 0.70 in eight runs on 2026-12-06.
 fn suite() -> String {
     let mut s = String::from("id = \"speed\"\nversion = 1\n");
     for (i, topic) in
         ["the sea", "a cat", "the moon", "bread", "a river", "winter", "a library", "the wind"].iter().enumerate()
     {
         s.push_str(&format!(
-            "[[cases]]\nid = \"s{i}\"\nmax_tokens = 16\nmessages = [{{ role = \"user\", content = \"Write two \
+            "[[cases]]\nid = \"s{i}\"\nmax_tokens = 48\nmessages = [{{ role = \"user\", content = \"Write five \
              sentences about {topic}.\" }}]\ncheck = {{ min_words = 3 }}\n"
         ));
     }
@@ -191,7 +194,6 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
     let first = run_profile(&manifest, &dir.path().join("first"), &["--write-baseline", baseline.to_str().unwrap()]);
     assert_server_gone(port);
     assert!(baseline.is_file(), "{}", first.explain());
-    assert_eq!(first.record.as_ref().unwrap()["decode"]["cases_counted"], 0, "16 tokens: under the median's 32");
     eprintln!("baseline (load average {load} → {}): {}", loadavg(), measured(&first));
     let check = &first.record.as_ref().unwrap()["decode"]["speed_check"];
     assert_eq!(check["cases"].as_array().map(Vec::len), Some(8), "every case has its CPU account: {check}");
