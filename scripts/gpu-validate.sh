@@ -158,8 +158,11 @@ start)
   rm -rf "$GV/src" "$GV/src-raw" && mkdir -p "$GV/src-raw"
   python3 -c 'import glob, sys, tarfile; tarfile.open(glob.glob(".gpu/llama*.tar.*")[0]).extractall(sys.argv[1])' \
     "$GV/src-raw" && mv "$GV"/src-raw/* "$GV/src" || exit 1
+  # The sdist holds llama.cpp's CMakeLists.txt at its top (the trimmed copy too); an older layout nested it.
+  srcdir=$GV/src; [ -f "$srcdir/CMakeLists.txt" ] || srcdir=$GV/src/llama.cpp
+  [ -f "$srcdir/CMakeLists.txt" ] || { echo "no CMakeLists.txt in the unpacked sdist"; ls "$GV/src"; exit 1; }
   setsid bash -c "
-    cmake -S '$GV/src/llama.cpp' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    cmake -S '$srcdir' -B '$GV/build' -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
       -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
     && cmake --build '$GV/build' --target llama-server llama-quantize -j \$(nproc) && touch '$GV/build.done' || touch '$GV/build.failed'

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::identity::IdentityRecord;
+use crate::metric::Metric;
 use crate::string_enum;
 use crate::words::ReceiveClock;
 
@@ -423,6 +424,35 @@ impl Level {
             self.batches_per_sample = self.batches_per_sample.max(1).saturating_mul(factor);
         }
         factor
+    }
+
+    /// A bench metric's value pooled over the level's measured batches; `None` when the level has none that is a
+    /// finite number (no request succeeded, no SLO for goodput, or a record that lacks it).
+    pub fn pooled(&self, metric: Metric) -> Option<f64> {
+        let path = metric.pooled_path();
+        if path.is_empty() {
+            return None;
+        }
+        path.iter().try_fold(&self.metrics, |v, k| v.get(k)).and_then(Value::as_f64).filter(|x| x.is_finite())
+    }
+
+    /// A sampled metric's per-batch samples ([`Metric::sampled`]), when the level has any.
+    pub fn samples_of(&self, metric: Metric) -> Option<&[f64]> {
+        self.samples.get(metric.key()).map(Vec::as_slice).filter(|s| !s.is_empty())
+    }
+
+    /// The level's comparison of `metric` with the baseline, when it was compared.
+    pub fn comparison(&self, metric: Metric) -> Option<&MetricComparison> {
+        self.comparisons.iter().find(|c| c.metric == metric.key())
+    }
+
+    /// Requests the level sent, and those that failed (0 for a record that does not say).
+    pub fn requests(&self) -> u64 {
+        self.metrics["requests"].as_u64().unwrap_or(0)
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.metrics["failed"].as_u64().unwrap_or(0)
     }
 
     /// The level's tally: the one it carries, or for a record before version 8 the one its batches give.

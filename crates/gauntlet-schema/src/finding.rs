@@ -75,6 +75,9 @@ pub enum FindingKind {
     SlowLoad,
     /// A speed below the warning line that the run's own spread does not establish (a note).
     SpeedUnsettled,
+    /// Decode speed was not judged: the server's threads waited too long for CPUs that other processes held for
+    /// the server's own CPU clock to correct the rate (a note naming the contention).
+    SpeedNotJudged,
     /// The draft model's acceptance rate fell below the warning ratio of the baseline's (speculative decoding).
     DraftAcceptanceDropped,
     /// The draft model (speculative decoding) differs from the baseline's: its file, size or digest. Its settings
@@ -141,6 +144,7 @@ impl FindingKind {
         FindingKind::SlowDecode,
         FindingKind::SlowLoad,
         FindingKind::SpeedUnsettled,
+        FindingKind::SpeedNotJudged,
         FindingKind::DraftAcceptanceDropped,
         FindingKind::DraftChanged,
         FindingKind::Lossless,
@@ -190,6 +194,7 @@ impl FindingKind {
             FindingKind::LosslessCannotTell => "lossless-cannot-tell",
             FindingKind::SlowLoad => "slow-load",
             FindingKind::SpeedUnsettled => "speed-unsettled",
+            FindingKind::SpeedNotJudged => "speed-not-judged",
             FindingKind::DecodeNotCompared => "decode-not-compared",
             FindingKind::ServerNotOnGpu => "server-not-on-gpu",
             FindingKind::GpuUseUnknown => "gpu-use-unknown",
@@ -236,6 +241,7 @@ impl FindingKind {
             "lossless-cannot-tell" => FindingKind::LosslessCannotTell,
             "slow-load" => FindingKind::SlowLoad,
             "speed-unsettled" => FindingKind::SpeedUnsettled,
+            "speed-not-judged" => FindingKind::SpeedNotJudged,
             "decode-not-compared" => FindingKind::DecodeNotCompared,
             "server-not-on-gpu" => FindingKind::ServerNotOnGpu,
             "gpu-use-unknown" => FindingKind::GpuUseUnknown,

@@ -13,6 +13,7 @@ pub mod field;
 pub mod finding;
 pub mod identity;
 pub mod lossless;
+pub mod metric;
 pub mod paired;
 pub mod qualify;
 pub mod run;
@@ -25,6 +26,7 @@ pub mod words;
 
 pub use finding::{Finding, FindingKind, Severity};
 pub use identity::{BuildIdentity, Identity, IdentityRecord, ServerMode};
+pub use metric::Metric;
 pub use run::*;
 pub use server_metrics::ServerMetrics;
 pub use tokens::{AnswerTokens, TokenDivergence, TokenSource};

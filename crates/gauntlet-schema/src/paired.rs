@@ -19,11 +19,6 @@ use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 /// when every pair has them from one engine, else on the client's clock. A version 3 record reads with the client's.
 pub const PAIRED_VERSION: u32 = 4;
 
-/// The metrics a paired bench judges: the name a manifest's `[profiles.P.bench] decide` gives each, and the name
-/// in `paired.json`.
-pub const METRIC_NAMES: &[(&str, &str)] =
-    &[("decode", "decode_tokens_per_second"), ("ttft", "ttft"), ("itl", "itl_mean"), ("e2el", "e2el")];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {
     A,

@@ -10,6 +10,10 @@ use crate::tokens::AnswerTokens;
 use crate::words::{KernelLogState, SkipKind, StopOutcome};
 
 /// Version of `run.json` this gauntlet writes.
+/// Version 11 added `decode.speed_check` (what the server's threads did during each case: CPU time, wait for a CPU,
+/// its CPU group's throttled time; the contention and the decode correction derived from them, and whether decode
+/// was judged) and `server.load_cpu.throttled_seconds`; older records read without them, and their decode is
+/// compared uncorrected, as before.
 /// Version 10 added `lossless` (speculative decoding's losslessness against the profile named by
 /// `lossless_against`, with a control) and the identity's `recipe.draft` (the draft model and its settings, `null`
 /// before); older records read without them.
@@ -32,11 +36,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 10;
+pub const RUN_RECORD_VERSION: u32 = 11;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -243,6 +247,11 @@ pub struct LoadCpu {
     /// Seconds the server's threads waited, runnable, for a CPU (the kernel's schedstat run delay), summed over
     /// the threads alive at ready: threads that wait side by side each count.
     pub wait_seconds: f64,
+    /// Seconds the server's CPU group (cgroup v1 `cpu` controller) was throttled by its quota during the load, from
+    /// its `cpu.stat` (since version 11). Part of `wait_seconds` (a throttled thread is runnable), but the server's
+    /// own slowdown, not a busy machine's. None without a readable group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled_seconds: Option<f64>,
 }
 
 /// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when
@@ -442,6 +451,82 @@ pub struct DecodeSummary {
     /// Speculative decoding over every answer whose server timings report a draft (since version 9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<DraftSummary>,
+    /// What the server's threads did during each case, and whether decode could be judged from it (since version
+    /// 11). None for an attached server, or where /proc says nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_check: Option<SpeedCheck>,
+}
+
+/// The CPU account of a spawned server's cases, from the kernel's per-thread schedstat and its CPU group's
+/// `cpu.stat`. A busy machine makes a server's threads wait, runnable, for a CPU another process holds; that wait
+/// lengthens every clock the gate has (the client's and the server's own, both wall clocks). Taking it out puts a
+/// case's decode rate on the server's own CPU clock: rate × (cpu + wait) / (cpu + throttled). A quota's throttling
+/// stays in (the quota is the environment under test); waiting for other processes does not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedCheck {
+    /// Each case that answered, in suite order.
+    pub cases: Vec<CaseCpu>,
+    /// Over the cases: (wait − throttled) / (cpu + wait), 0–1 (see [`CaseCpu::wall_seconds`]). None when no case has
+    /// an account.
+    pub contention: Option<f64>,
+    /// The most threads that shared the decode in any case (a thread counts when it ran at least a quarter of the
+    /// busiest thread's CPU time).
+    pub busy_threads: u32,
+    /// Summed over the cases.
+    pub throttled_seconds: f64,
+    /// The CPU group whose `cpu.stat` was read (`/sys/fs/cgroup/cpu/…`); None when none was readable, and then
+    /// nothing counts as throttled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_group: Option<String>,
+    /// The decision against the baseline; None without a baseline to compare with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judgement: Option<SpeedJudgement>,
+}
+
+/// One case's account: summed over the server's threads between the request's start and its end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseCpu {
+    pub case: String,
+    /// Seconds on a CPU (schedstat field 1).
+    pub cpu_seconds: f64,
+    /// Seconds runnable but waiting for a CPU (schedstat field 2), throttled time included.
+    pub wait_seconds: f64,
+    /// Seconds the server's CPU group was throttled by its quota.
+    pub throttled_seconds: f64,
+    /// The request's seconds on the client's clock. When longer than cpu + wait (threads that slept: a server
+    /// waiting on a GPU or a timer), contention and factor are shares of it instead.
+    pub wall_seconds: f64,
+    /// Threads that shared the work (see [`SpeedCheck::busy_threads`]).
+    pub busy_threads: u32,
+    /// (wait − throttled) / (cpu + wait), 0–1: the share of the case's time spent waiting for CPUs other
+    /// processes held.
+    pub contention: f64,
+    /// (cpu + wait) / (cpu + throttled): what the case's decode rate is multiplied by to leave out the wait for
+    /// other processes' CPU. 1 when nothing waited.
+    pub factor: f64,
+}
+
+/// Whether decode was judged against the baseline, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedJudgement {
+    pub judged: bool,
+    /// In words: the clock and correction used, or why decode was not judged.
+    pub reason: String,
+    /// `the server's timings` or `the client's clock`, corrected onto the server's CPU clock when `corrected`.
+    pub clock: String,
+    pub corrected: bool,
+    /// The highest contention (of the run and the baseline) that was judged against `contention_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contention: Option<f64>,
+    pub contention_limit: f64,
+    /// The median of the case-against-case ratios (corrected when `corrected`), when decode was judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_ratio: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper_ratio: Option<f64>,
+    /// The same median without the correction, for comparison: what the wall clocks alone said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncorrected_median_ratio: Option<f64>,
 }
 
 /// What a draft model did over a run's answers: summed counts, and the two rates derived from them.

@@ -10,7 +10,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use gauntlet_engine::run::{Reporter, RunEvent};
-use gauntlet_schema::{CaseStatus, RunRecord, Severity};
+use gauntlet_schema::{CaseStatus, Metric, RunRecord, Severity};
 
 /// `println!` through [`clean`].
 macro_rules! outln {
@@ -274,7 +274,6 @@ pub fn doctor(out: &mut dyn Write, exam: &gauntlet_engine::doctor::Examination, 
 
 /// `gauntlet bench`: one row per concurrency, then each comparison as "baseline → now (change, interval, call)".
 pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &Path) -> std::io::Result<()> {
-    let ms = |v: &serde_json::Value| v.as_f64().map(|x| format!("{:.1}", x * 1000.0)).unwrap_or_else(|| "—".into());
     writeln!(
         out,
         "gauntlet bench {}: {} (tokens from {})",
@@ -288,18 +287,19 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
         "conc", "reqs", "failed", "TTFT p50", "TTFT p99", "TPOT ms", "ITL p99", "out tok/s", "in flight"
     )?;
     for l in &r.levels {
-        let m = &l.metrics;
+        // A terminal row keeps to 80 columns: the metrics a person looks at first, not every one of `bench.md`.
+        let shown = |m: Metric| m.show(l.pooled(m));
         writeln!(
             out,
             "{:>4} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10.1} {:>9}",
             l.concurrency,
-            m["requests"].as_u64().unwrap_or(0),
-            m["failed"].as_u64().unwrap_or(0),
-            ms(&m["ttft"]["p50"]),
-            ms(&m["ttft"]["p99"]),
-            ms(&m["tpot"]["mean"]),
-            ms(&m["itl_chunk"]["p99"]),
-            m["output_throughput_wall"].as_f64().unwrap_or(0.0),
+            l.requests(),
+            l.failed(),
+            shown(Metric::TtftP50),
+            shown(Metric::TtftP99),
+            shown(Metric::TpotMean),
+            shown(Metric::ItlP99),
+            l.pooled(Metric::OutputThroughput).unwrap_or(0.0),
             l.tally_or_fold().in_flight_max
         )?;
         if let Some(g) = gauntlet_engine::run::bench_report::goodput_line(&r.workload, l) {
@@ -318,7 +318,7 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
     for p in &r.problems {
         writeln!(out, "  problem: {p}")?;
     }
-    if r.verdict == "candidate" {
+    if r.verdict == gauntlet_engine::run::BenchVerdict::Candidate {
         writeln!(out, "  no baseline: these numbers are candidate evidence (pass --baseline an earlier bench.json)")?;
     }
     writeln!(out, "bench: {} (bench.md, bench.bmf.json beside it)", dir.join("bench.json").display())

@@ -25,6 +25,7 @@
 //!   stays below `alpha` too, not once per metric. A metric that does not decide is judged at the look's whole
 //!   level and only reported. Each metric's interval is at one minus its own level.
 
+use gauntlet_schema::Metric;
 use gauntlet_schema::bench::{Better, Call};
 pub use gauntlet_schema::paired::{Member, MetricVerdict, PairedRules, PeriodEffect};
 
@@ -156,10 +157,10 @@ fn period_sentence(metric: &str, better: Better, change: f64, difference: Option
         }
         (m, Better::Lower) => {
             let way = if change > 0.0 { "slower" } else { "faster" };
-            let tail = match m {
-                "ttft" => " to its first token",
-                "e2el" => " end to end",
-                "itl_mean" => " per output token",
+            let tail = match Metric::from_paired_key(m) {
+                Some(Metric::TtftMean) => " to its first token",
+                Some(Metric::E2elMean) => " end to end",
+                Some(Metric::TpotMean) => " per output token",
                 _ => "",
             };
             match difference {

@@ -93,13 +93,8 @@ pub(crate) fn normal_cdf(z: f64) -> f64 {
     if z >= 0.0 { 0.5 * (1.0 + erf) } else { 0.5 * (1.0 - erf) }
 }
 
-/// Which way is better for a metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Better {
-    Lower,
-    Higher,
-}
+/// Which way is better for a metric: the records' own type, which every [`gauntlet_schema::Metric`] states.
+pub use gauntlet_schema::bench::Better;
 
 /// The rules of a comparison; manifest data, recorded with every verdict.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]

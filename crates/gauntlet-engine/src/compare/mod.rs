@@ -208,9 +208,9 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
         (&baseline.decode.median_tokens_per_second, &baseline.decode.token_source),
     ) {
         _ if cross_engine.is_some() => {}
-        ((Some(client_now), Some(src_now)), (Some(client_then), Some(src_then)))
-            if src_now == src_then && *client_then > 0.0 =>
-        {
+        // Case against case needs only the same token source (cases of 8 tokens count); the runs' medians (cases of
+        // 32) are the fallback when no case compares.
+        ((client_now, Some(src_now)), (client_then, Some(src_then))) if src_now == src_then => {
             let widened = decode_spread.filter(|s| s.is_finite() && *s > 0.0).map(|s| 2.0 * s);
             let warn_below = (t.decode_ratio_warn - widened.unwrap_or(0.0)).max(0.0);
             let band = match widened {
@@ -222,7 +222,28 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
                 ),
                 None => format!("warn below {:.0} %", warn_below * 100.0),
             };
-            match speed::case_ratios(run, baseline) {
+            let (ratios, corrected, why_not, not_judged) = match speed::decode_check(run, baseline) {
+                speed::DecodeCheck::Ratios { ratios, corrected, why_not } => (Some(ratios), corrected, why_not, false),
+                speed::DecodeCheck::NotJudged { contention, limit, threads, side } => {
+                    out.push(Finding {
+                        kind: FindingKind::SpeedNotJudged,
+                        severity: Severity::Info,
+                        message: format!(
+                            "decode speed not judged: {}",
+                            speed::not_judged_reason(contention, limit, threads, side)
+                        ),
+                        case: None,
+                    });
+                    (None, false, None, true)
+                }
+                speed::DecodeCheck::NoCases => (None, false, None, false),
+            };
+            let clock = |r: &speed::CaseRatios| match (&why_not, corrected) {
+                (_, true) => format!("{}, corrected onto the server's CPU clock", r.clock),
+                (Some(why), _) => format!("{}, {why}", r.clock),
+                (None, _) => r.clock.to_owned(),
+            };
+            match ratios {
                 // Case against case: the whole interval of the median ratio must be below the line.
                 Some(r) if r.upper < warn_below => out.push(Finding {
                     kind: FindingKind::SlowDecode,
@@ -232,7 +253,7 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
                          the upper end of its 95 % interval is {:.0} %",
                         r.median * 100.0,
                         r.cases,
-                        r.clock,
+                        clock(&r),
                         r.upper * 100.0
                     ),
                     case: None,
@@ -246,20 +267,23 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
                          load, not the server, may explain it; not a warning",
                         r.median * 100.0,
                         r.cases,
-                        r.clock,
+                        clock(&r),
                         r.upper * 100.0
                     ),
                     case: None,
                 }),
                 Some(_) => {}
+                // Not judged: said above.
+                None if not_judged => {}
                 // No case has a speed on both sides (token counts estimated, or older records): the medians.
                 None => {
-                    let (now, then, whose) = match server {
-                        (Some(a), Some(b)) if b > 0.0 => (a, b, "the server's timings"),
-                        _ => (*client_now, *client_then, "the client's clock"),
+                    let (now, then, whose) = match (server, client_now, client_then) {
+                        ((Some(a), Some(b)), _, _) if b > 0.0 => (a, b, "the server's timings"),
+                        (_, Some(a), Some(b)) if *b > 0.0 => (*a, *b, "the client's clock"),
+                        _ => (0.0, 0.0, ""),
                     };
                     let ratio = now / then;
-                    if ratio < warn_below {
+                    if then > 0.0 && ratio < warn_below {
                         out.push(Finding {
                             kind: FindingKind::SlowDecode,
                             severity: Severity::Warn,

@@ -4,8 +4,19 @@
 //! speed to its speed on the baseline. A slowdown of the server moves every ratio; a busy neighbour moves some.
 //! The check warns only when the whole one-sided 95 % interval of the median ratio is below the warn line, so a
 //! run whose cases disagree is a note, not a warning.
+//!
+//! Both clocks the gate has for a case (the client's and the server's own timings) are wall clocks: a server thread
+//! that waits for a CPU another process holds makes every token late. So each case's rate is first put on the
+//! server's own CPU clock with the run's CPU account ([`SpeedCheck`]: schedstat per thread, the CPU group's throttled
+//! time): rate × (cpu + wait) / (cpu + throttled). That correction holds while the waits are the server's own
+//! business; with several threads meeting at a barrier every token, one descheduled thread stalls the others
+//! without any of them waiting in the scheduler's sense, so beyond a small contention nothing corrects it, and
+//! decode is then not judged ([`decode_check`]).
 
-use gauntlet_schema::{CaseRecord, CaseStatus, Finding, FindingKind, LoadCpu, RunRecord, Severity, Thresholds};
+use gauntlet_schema::{
+    CaseCpu, CaseRecord, CaseStatus, Finding, FindingKind, LoadCpu, RunRecord, Severity, SpeedCheck, SpeedJudgement,
+    Thresholds,
+};
 
 use super::LOAD_NOISE_FLOOR_SECONDS;
 
@@ -14,6 +25,192 @@ pub const MIN_CASE_TOKENS: u64 = 8;
 
 /// The confidence of the interval whose upper end must be below the warn line.
 const ONE_SIDED_ALPHA: f64 = 0.05;
+
+/// The highest contention at which a case's decode rate is corrected and judged when one thread does the decode:
+/// the correction is then exact in principle (the thread's decode time is its CPU time plus its waits), and only a
+/// case that hardly ran at all is left too little to measure.
+pub const CONTENTION_LIMIT_ONE_THREAD: f64 = 0.85;
+/// The same when several threads share the decode: they meet at a barrier every token, so the wait of one is idle
+/// time of the others that no counter shows; only a small contention leaves the correction valid.
+pub const CONTENTION_LIMIT_SHARED: f64 = 0.10;
+
+/// The time a case's account is a share of: its threads' time on a CPU and waiting for one, or the request's wall
+/// seconds when longer (threads that slept part of it: a server waiting on a GPU, on I/O, on a timer). For a server
+/// that computes the whole request on one thread the two are the same.
+fn span(cpu: f64, wait: f64, wall: f64) -> f64 {
+    let threads = cpu + wait;
+    if wall.is_finite() && wall > threads { wall } else { threads }
+}
+
+/// The share of a case's time its threads spent waiting for CPUs other processes held: (wait − throttled) / (cpu +
+/// wait) (the request's wall seconds instead of cpu + wait when longer, see [`span`]), clamped to 0–1. Throttled
+/// time is the server's own slowdown: a quota is part of what is tested. 0 when the threads neither ran nor waited.
+pub fn contention(cpu: f64, wait: f64, throttled: f64, wall: f64) -> f64 {
+    let total = span(cpu, wait, wall);
+    if !(total.is_finite() && total > 0.0) {
+        return 0.0;
+    }
+    ((wait - throttled.min(wait)) / total).clamp(0.0, 1.0)
+}
+
+/// What a case's decode rate is multiplied by to put it on the server's CPU clock: (cpu + wait) / (cpu +
+/// throttled), the wait for other processes' CPU taken out (over the wall seconds when longer, see [`span`]).
+/// Throttled time counts at most as the wait it is part of; 1 when the threads neither ran nor waited.
+pub fn correction(cpu: f64, wait: f64, throttled: f64, wall: f64) -> f64 {
+    let total = span(cpu, wait, wall);
+    let others = (wait - throttled.min(wait).max(0.0)).max(0.0);
+    let factor = total / (total - others);
+    if factor.is_finite() && factor >= 1.0 { factor } else { 1.0 }
+}
+
+/// One case's account in the run record's form; `wall` is the request's seconds.
+pub fn case_cpu(case: &str, cpu: f64, wait: f64, throttled: f64, wall: f64, busy_threads: u32) -> CaseCpu {
+    CaseCpu {
+        case: case.to_owned(),
+        cpu_seconds: cpu,
+        wait_seconds: wait,
+        throttled_seconds: throttled,
+        wall_seconds: wall,
+        busy_threads,
+        contention: contention(cpu, wait, throttled, wall),
+        factor: correction(cpu, wait, throttled, wall),
+    }
+}
+
+/// A run's speed check from its cases' accounts: contention pooled over them, the most threads any case kept busy.
+pub fn speed_check(cases: Vec<CaseCpu>, cpu_group: Option<String>) -> SpeedCheck {
+    let sum = |f: fn(&CaseCpu) -> f64| cases.iter().map(f).sum::<f64>();
+    let (cpu, wait, throttled) = (sum(|c| c.cpu_seconds), sum(|c| c.wait_seconds), sum(|c| c.throttled_seconds));
+    // Each case's span (its threads' time or its wall time), summed: the pooled share.
+    let total = sum(|c| span(c.cpu_seconds, c.wait_seconds, c.wall_seconds));
+    SpeedCheck {
+        contention: (!cases.is_empty()).then(|| contention(cpu, wait, throttled, total)),
+        busy_threads: cases.iter().map(|c| c.busy_threads).max().unwrap_or(0),
+        throttled_seconds: throttled,
+        cpu_group,
+        judgement: None,
+        cases,
+    }
+}
+
+/// The contention limit for a decode shared by `threads` threads.
+pub fn contention_limit(threads: u32) -> f64 {
+    if threads <= 1 { CONTENTION_LIMIT_ONE_THREAD } else { CONTENTION_LIMIT_SHARED }
+}
+
+/// How decode is to be judged against a baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeCheck {
+    /// Case against case; `corrected` when both records carry a CPU account, else `why_not` says which lacks it
+    /// (None when neither has one: an attached server, older records).
+    Ratios { ratios: CaseRatios, corrected: bool, why_not: Option<String> },
+    /// Too much contention on one side to correct: `side` is `this run` or `the baseline`.
+    NotJudged { contention: f64, limit: f64, threads: u32, side: &'static str },
+    /// No case has a speed on both sides.
+    NoCases,
+}
+
+/// A record's account when it has one for at least one case.
+fn account(r: &RunRecord) -> Option<(&SpeedCheck, f64)> {
+    let c = r.decode.speed_check.as_ref()?;
+    Some((c, c.contention?))
+}
+
+/// Decode case against case, corrected onto the server's CPU clock when both records carry a CPU account (version
+/// 11 and spawned servers), and not judged at all when either side's contention is over the limit for the threads
+/// that shared its decode ([`contention_limit`]).
+pub fn decode_check(run: &RunRecord, baseline: &RunRecord) -> DecodeCheck {
+    let (Some((now, c_now)), Some((then, c_then))) = (account(run), account(baseline)) else {
+        let why = match (account(run), account(baseline)) {
+            (Some(_), None) => Some(format!(
+                "uncorrected: the baseline (run.json version {}) has no CPU account",
+                baseline.schema_version
+            )),
+            (None, Some(_)) => Some("uncorrected: this run has no CPU account".to_string()),
+            // Attached servers, older records: as before version 11, nothing to say.
+            _ => None,
+        };
+        return match case_ratios(run, baseline) {
+            Some(ratios) => DecodeCheck::Ratios { ratios, corrected: false, why_not: why },
+            None => DecodeCheck::NoCases,
+        };
+    };
+    let threads = now.busy_threads.max(then.busy_threads).max(1);
+    let limit = contention_limit(threads);
+    for (side, c) in [("this run", c_now), ("the baseline", c_then)] {
+        if c > limit {
+            return DecodeCheck::NotJudged { contention: c, limit, threads, side };
+        }
+    }
+    let factor = |check: &SpeedCheck, id: &str| check.cases.iter().find(|c| c.case == id).map(|c| c.factor);
+    match case_ratios_by(run, baseline, |c, own| factor(if own { now } else { then }, &c.id)) {
+        Some(ratios) => DecodeCheck::Ratios { ratios, corrected: true, why_not: None },
+        None => DecodeCheck::NoCases,
+    }
+}
+
+/// The record's form of [`decode_check`], for `decode.speed_check.judgement`.
+pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement> {
+    let threads = |r: &RunRecord| r.decode.speed_check.as_ref().map_or(1, |c| c.busy_threads.max(1));
+    let limit = contention_limit(threads(run).max(threads(baseline)));
+    let highest = match (account(run), account(baseline)) {
+        (Some((_, a)), Some((_, b))) => Some(a.max(b)),
+        _ => None,
+    };
+    let uncorrected = case_ratios(run, baseline).map(|r| r.median);
+    Some(match decode_check(run, baseline) {
+        DecodeCheck::Ratios { ratios, corrected, why_not } => SpeedJudgement {
+            judged: true,
+            reason: match why_not {
+                Some(why) => format!("{} cases compared on {}, {why}", ratios.cases, ratios.clock),
+                None if !corrected => format!(
+                    "{} cases compared on {}, uncorrected: neither record has a CPU account",
+                    ratios.cases, ratios.clock
+                ),
+                None => format!(
+                    "{} cases compared on {}, each corrected onto the server's CPU clock (its threads' wait for \
+                     other processes' CPU taken out)",
+                    ratios.cases, ratios.clock
+                ),
+            },
+            clock: ratios.clock.to_owned(),
+            corrected,
+            contention: highest,
+            contention_limit: limit,
+            median_ratio: Some(ratios.median),
+            upper_ratio: Some(ratios.upper),
+            uncorrected_median_ratio: uncorrected,
+        },
+        DecodeCheck::NotJudged { contention, limit, threads, side } => SpeedJudgement {
+            judged: false,
+            reason: not_judged_reason(contention, limit, threads, side),
+            clock: String::new(),
+            corrected: false,
+            contention: Some(contention),
+            contention_limit: limit,
+            median_ratio: None,
+            upper_ratio: None,
+            uncorrected_median_ratio: uncorrected,
+        },
+        DecodeCheck::NoCases => return None,
+    })
+}
+
+/// Why decode was not judged, in words.
+pub fn not_judged_reason(contention: f64, limit: f64, threads: u32, side: &str) -> String {
+    let why = if threads > 1 {
+        format!(
+            "{threads} threads share the decode and meet every token, so one that waits stalls the others              uncounted; the correction holds only up to {:.0} %",
+            limit * 100.0
+        )
+    } else {
+        format!("too little of the time was the server's own to correct the rate (limit {:.0} %)", limit * 100.0)
+    };
+    format!(
+        "the server's threads spent {:.0} % of their time in {side}'s cases waiting for CPUs other processes held;          {why}",
+        contention * 100.0
+    )
+}
 
 /// Decode compared case against case.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,18 +250,37 @@ fn case_rate(c: &CaseRecord, server: bool) -> Option<f64> {
 /// Each case's speed now against the same case on the baseline, on the server's clock when every compared case
 /// has it on both sides, else on the client's. None when no case has a speed on both sides.
 pub fn case_ratios(run: &RunRecord, baseline: &RunRecord) -> Option<CaseRatios> {
-    let pairs: Vec<(&CaseRecord, &CaseRecord)> = run
+    case_ratios_by(run, baseline, |_, _| Some(1.0))
+}
+
+/// [`case_ratios`], each case's rate multiplied by `factor(case, own)` (`own`: the case is this run's, else the
+/// baseline's); a case without a factor on either side is left out.
+fn case_ratios_by(
+    run: &RunRecord,
+    baseline: &RunRecord,
+    factor: impl Fn(&CaseRecord, bool) -> Option<f64>,
+) -> Option<CaseRatios> {
+    let pairs: Vec<(&CaseRecord, &CaseRecord, f64, f64)> = run
         .cases
         .iter()
-        .filter_map(|c| Some((c, baseline.cases.iter().find(|o| o.id == c.id)?)))
-        .filter(|(c, o)| case_rate(c, false).is_some() && case_rate(o, false).is_some())
+        .filter_map(|c| {
+            let o = baseline.cases.iter().find(|o| o.id == c.id)?;
+            Some((c, o, factor(c, true)?, factor(o, false)?))
+        })
+        .filter(|(c, o, _, _)| case_rate(c, false).is_some() && case_rate(o, false).is_some())
         .collect();
     if pairs.is_empty() {
         return None;
     }
-    let server = pairs.iter().all(|(c, o)| case_rate(c, true).is_some() && case_rate(o, true).is_some());
-    let mut ratios: Vec<f64> =
-        pairs.iter().filter_map(|(c, o)| Some(case_rate(c, server)? / case_rate(o, server)?)).collect();
+    let server = pairs.iter().all(|(c, o, _, _)| case_rate(c, true).is_some() && case_rate(o, true).is_some());
+    let mut ratios: Vec<f64> = pairs
+        .iter()
+        .filter_map(|(c, o, fc, fo)| Some(case_rate(c, server)? * fc / (case_rate(o, server)? * fo)))
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
     ratios.sort_by(f64::total_cmp);
     let n = ratios.len();
     let median = if n % 2 == 1 { ratios[n / 2] } else { (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0 };
@@ -127,12 +343,14 @@ pub fn load_finding(
     let (Some(a), Some(b)) = (cpu_now, cpu_then) else {
         return warn(wall);
     };
-    // The part of the longer load its threads did not spend waiting for a CPU.
-    let waited = (a.wait_seconds - b.wait_seconds).max(0.0);
+    // The part of the longer load its threads did not spend waiting for a CPU that another process held: time its
+    // CPU group's quota throttled it is its own slowdown (part of the wait, but not the machine's doing).
+    let others = |c: &LoadCpu| c.wait_seconds - c.throttled_seconds.unwrap_or(0.0).clamp(0.0, c.wait_seconds);
+    let waited = (others(&a) - others(&b)).max(0.0);
     let unexplained = now - then - waited;
     if over(then + unexplained, then) {
         return warn(format!(
-            "{wall}; its threads waited {waited:.2}s longer for a CPU than on the baseline, which leaves \
+            "{wall}; its threads waited {waited:.2}s longer for CPUs other processes held than on the baseline, which leaves \
              {unexplained:.2}s unexplained (CPU time {:.2}s against {:.2}s)",
             a.cpu_seconds, b.cpu_seconds
         ));
@@ -142,7 +360,7 @@ pub fn load_finding(
         severity: Severity::Info,
         message: format!(
             "{wall}, but the server's CPU time is {:.2}s against {:.2}s and its threads waited {waited:.2}s longer \
-             for a CPU: a busy machine, not a slower load; not a warning",
+             for CPUs other processes held: a busy machine, not a slower load; not a warning",
             a.cpu_seconds, b.cpu_seconds
         ),
         case: None,
@@ -162,6 +380,50 @@ mod tests {
         assert_eq!(upper_rank(16), 12);
     }
 
+    #[test]
+    fn contention_counts_only_the_wait_for_other_processes() {
+        // One thread ran 0.3 s and waited as long in a 0.6 s request: half the time was someone else's.
+        assert!((contention(0.3, 0.3, 0.0, 0.6) - 0.5).abs() < 1e-12);
+        assert!((correction(0.3, 0.3, 0.0, 0.6) - 2.0).abs() < 1e-12);
+        // The same wait, all of it throttled by the server's own quota: no contention, nothing to correct.
+        assert_eq!(contention(0.3, 0.3, 0.3, 0.6), 0.0);
+        assert_eq!(correction(0.3, 0.3, 0.3, 0.6), 1.0);
+        // Half of it throttled: (cpu + wait) / (cpu + throttled).
+        assert!((contention(0.3, 0.3, 0.15, 0.6) - 0.25).abs() < 1e-12);
+        assert!((correction(0.3, 0.3, 0.15, 0.6) - 0.6 / 0.45).abs() < 1e-12);
+        // Throttled beyond the wait (the group's other CPUs): counted as the wait at most.
+        assert_eq!(contention(0.3, 0.1, 0.5, 0.4), 0.0);
+        assert_eq!(correction(0.3, 0.1, 0.5, 0.4), 1.0);
+        // A server that slept most of a 2 s request (a timer, a GPU): its 3 ms wait is 0.15 % of the request, not
+        // 60 % of its 5 ms of thread time, and the correction is as small.
+        assert!((contention(0.002, 0.003, 0.0, 2.0) - 0.0015).abs() < 1e-12);
+        assert!((correction(0.002, 0.003, 0.0, 2.0) - 2.0 / 1.997).abs() < 1e-12);
+        // Nothing ran, or numbers that are no numbers: no contention, no correction.
+        assert_eq!(contention(0.0, 0.0, 0.0, 0.0), 0.0);
+        assert_eq!(correction(0.0, 0.0, 0.0, 0.0), 1.0);
+        assert_eq!(contention(f64::NAN, 1.0, 0.0, 1.0), 0.0);
+        assert_eq!(correction(f64::INFINITY, 1.0, 0.0, 1.0), 1.0);
+        assert_eq!(correction(f64::NAN, 1.0, 0.0, f64::NAN), 1.0);
+        assert_eq!(contention(0.0, 1.0, 0.0, 1.0), 1.0, "waited only");
+        assert_eq!(correction(0.0, 1.0, 0.0, 1.0), 1.0, "waited only: nothing of its own to scale to");
+    }
+
+    #[test]
+    fn the_limit_depends_on_the_threads_that_share_the_decode() {
+        assert_eq!(contention_limit(0), 0.85);
+        assert_eq!(contention_limit(1), 0.85);
+        assert_eq!(contention_limit(2), 0.10);
+        let check = speed_check(
+            vec![case_cpu("a", 0.3, 0.1, 0.0, 0.4, 1), case_cpu("b", 0.1, 0.3, 0.2, 0.4, 2)],
+            Some("/sys/fs/cgroup/cpu/x".into()),
+        );
+        // Pooled: (0.4 − 0.2) / (0.4 + 0.4).
+        assert!((check.contention.unwrap() - 0.25).abs() < 1e-12, "{check:?}");
+        assert_eq!(check.busy_threads, 2);
+        assert!((check.throttled_seconds - 0.2).abs() < 1e-12);
+        assert_eq!(speed_check(Vec::new(), None).contention, None);
+    }
+
     fn thresholds() -> Thresholds {
         Thresholds {
             min_pass_rate: 0.5,
@@ -177,7 +439,7 @@ mod tests {
     }
 
     fn cpu(cpu_seconds: f64, wait_seconds: f64) -> Option<LoadCpu> {
-        Some(LoadCpu { cpu_seconds, wait_seconds })
+        Some(LoadCpu { cpu_seconds, wait_seconds, throttled_seconds: None })
     }
 
     /// Loads measured on a busy runner (6.5 s and 14.2 s, CPU 1.81 s and 2.79 s, threads' wait 9.7 s and 24.4 s):

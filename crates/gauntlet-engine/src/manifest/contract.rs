@@ -373,7 +373,7 @@ value_type!(
     "decide",
     json_schema!({
         "type": "array",
-        "items": { "enum": gauntlet_schema::paired::METRIC_NAMES.iter().map(|(short, _)| *short).collect::<Vec<_>>() },
+        "items": { "enum": gauntlet_schema::Metric::PAIRED.iter().filter_map(|m| m.decide_name()).collect::<Vec<_>>() },
         "minItems": 1,
         "uniqueItems": true,
         "description": "The metrics a paired bench's verdict rests on; the others are reported only. Default: decode \

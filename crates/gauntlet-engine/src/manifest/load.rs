@@ -79,7 +79,7 @@ pub struct Profile {
     /// with the other's, so the two run one at a time (`"both"`, the default: both up at once).
     pub paired_alternate: bool,
     /// `[profiles.P.bench] decide = ["decode", "e2el"]`: the metrics a paired bench of this profile rests its verdict
-    /// on (names of `gauntlet_schema::paired::METRIC_NAMES`); `None`: the default (`run::paired::deciding`).
+    /// on (`gauntlet_schema::Metric::decide_name`); `None`: the default (`run::paired::deciding`).
     pub bench_decide: Option<Vec<String>>,
     /// Feature labels (speculative, …): part of the identity, and consistent with the server arguments.
     pub features: Vec<String>,

@@ -367,7 +367,7 @@ pub(crate) fn read_bench_decide(p: &mut Problems, r: &Reader) -> Option<Vec<Stri
     let t = r.table_of(p, "bench")?;
     let b = Reader::new(t, r.at("bench"));
     let names = b.string_array(p, "decide")?;
-    let known: Vec<&str> = gauntlet_schema::paired::METRIC_NAMES.iter().map(|(short, _)| *short).collect();
+    let known: Vec<&str> = gauntlet_schema::Metric::PAIRED.iter().filter_map(|m| m.decide_name()).collect();
     let expected = || format!("expected some of {}", known.join(", "));
     if names.is_empty() {
         p.error(&b.at("decide"), format!("an empty list decides nothing: {}", expected()));

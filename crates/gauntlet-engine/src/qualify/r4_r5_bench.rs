@@ -27,7 +27,11 @@ pub(super) async fn saturation(
     let summary = levels
         .iter()
         .map(|l| {
-            format!("c{}: {:.1} tok/s", l.concurrency, l.metrics["output_throughput_wall"].as_f64().unwrap_or(0.0))
+            format!(
+                "c{}: {:.1} tok/s",
+                l.concurrency,
+                l.pooled(gauntlet_schema::Metric::OutputThroughput).unwrap_or(0.0)
+            )
         })
         .collect::<Vec<_>>()
         .join(", ");

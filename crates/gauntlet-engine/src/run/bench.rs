@@ -12,7 +12,7 @@ pub use gauntlet_schema::bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload,
 };
-use gauntlet_schema::{ReceiveClock, TimingSource};
+use gauntlet_schema::{Metric, ReceiveClock, TimingSource};
 use serde_json::{Value, json};
 
 use super::bench_spill::{self, Spill};
@@ -42,26 +42,19 @@ pub fn confirm(first: &mut BenchRecord, again: &BenchRecord, record: &str) -> St
     }
 }
 
-/// The metrics compared across runs: name, direction, and how a batch's value is read from its metrics.
-const COMPARED: &[(&str, Better)] = &[
-    ("output_throughput_wall", Better::Higher),
-    ("ttft_mean", Better::Lower),
-    ("tpot_mean", Better::Lower),
-    ("e2el_mean", Better::Lower),
-];
-
-/// The decode metric of [`COMPARED`] that the server's own clock can time.
-const DECODE_METRIC: &str = "tpot_mean";
+/// The decode metric of the sampled ones ([`Metric::sampled`]) that the server's own clock can time.
+const DECODE_METRIC: Metric = Metric::TpotMean;
 /// The decode metric on the server's own clock: each batch's mean over its answered requests of the server's time
 /// per output token (1 / its `predicted_per_second`, or each engine's equivalent: `ServerTimings`). Sampled beside
-/// [`COMPARED`], and compared in place of [`DECODE_METRIC`] when every measured request on both sides had it from
-/// one engine: the server's decode rate has no client scheduling in it (a busy client machine stretches the gaps
-/// it sees between tokens, not the server's own account of them).
+/// the sampled metrics, and compared in place of [`DECODE_METRIC`] when every measured request on both sides had it
+/// from one engine: the server's decode rate has no client scheduling in it (a busy client machine stretches the
+/// gaps it sees between tokens, not the server's own account of them). A second clock of [`DECODE_METRIC`], not a
+/// metric of its own.
 pub const SERVER_TPOT: &str = "server_tpot_mean";
 
-/// Every metric sampled per batch, in order: [`COMPARED`]'s, then [`SERVER_TPOT`].
+/// The key of every sample taken per batch, in order: the sampled metrics', then [`SERVER_TPOT`].
 fn sampled() -> impl Iterator<Item = &'static str> {
-    COMPARED.iter().map(|(name, _)| *name).chain(std::iter::once(SERVER_TPOT))
+    Metric::sampled_all().map(Metric::key).chain(std::iter::once(SERVER_TPOT))
 }
 
 /// What the server's clock says of a batch's decode: the mean of its answered requests' seconds per output token,
@@ -88,13 +81,22 @@ pub fn server_clock_words(engine: &str) -> String {
     format!("server clock ({engine} timings)")
 }
 
-fn sample_of(m: &RunMetrics, name: &str) -> Option<f64> {
-    match name {
-        "output_throughput_wall" => Some(m.output_throughput_wall),
-        "ttft_mean" => m.ttft.as_ref().map(|d| d.mean),
-        "tpot_mean" => m.tpot.as_ref().map(|d| d.mean),
-        "e2el_mean" => m.e2el.as_ref().map(|d| d.mean),
-        _ => None,
+/// A sampled metric's value in one batch's metrics: [`Metric::sampled`]'s computation (the pooled value of every
+/// bench metric is the level's metrics at [`Metric::pooled_path`]).
+fn sample_of(m: &RunMetrics, metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::OutputThroughput => Some(m.output_throughput_wall),
+        Metric::TtftMean => m.ttft.as_ref().map(|d| d.mean),
+        Metric::TpotMean => m.tpot.as_ref().map(|d| d.mean),
+        Metric::E2elMean => m.e2el.as_ref().map(|d| d.mean),
+        Metric::TtftP50
+        | Metric::TtftP99
+        | Metric::ItlP99
+        | Metric::E2elP50
+        | Metric::E2elP99
+        | Metric::ErrorRate
+        | Metric::Goodput
+        | Metric::DecodeRate => None,
     }
 }
 
@@ -441,7 +443,7 @@ pub fn assess(
         if let Some(problem) = l.metrics["problems"].as_array().and_then(|p| p.first()).and_then(Value::as_str) {
             problems.push(format!("concurrency {}: {problem}", l.concurrency));
         }
-        let failed = l.metrics["failed"].as_u64().unwrap_or(0);
+        let failed = l.failed();
         if failed > 0 {
             problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
         }
@@ -460,25 +462,26 @@ pub fn assess(
         l.comparisons.clear();
         // Both sides at the same grain: samples that stand for as many batches each.
         let (coarser_a, coarser_b) = samples::common_grain(base_level.batches_per_sample, l.batches_per_sample);
-        for (name, better) in COMPARED {
+        for metric in Metric::sampled_all() {
+            let (name, better) = (metric.key(), metric.better());
             // The decode metric on the servers' own clock when both levels' every request had it from one engine.
-            let (key, clock) = if *name == DECODE_METRIC {
+            let (key, clock) = if metric == DECODE_METRIC {
                 match decode_clock(base_level, l) {
                     Ok(engine) => (SERVER_TPOT, Some(server_clock_words(engine))),
-                    Err(why) => (*name, Some(format!("client clock ({why})"))),
+                    Err(why) => (name, Some(format!("client clock ({why})"))),
                 }
             } else {
-                (*name, None)
+                (name, None)
             };
             let (Some(a), Some(b)) = (base_level.samples.get(key), l.samples.get(key)) else { continue };
             let (a, b) = (&samples::coarsen(a, coarser_a), &samples::coarsen(b, coarser_b));
             // A recorded comparison's spread is under the metric's name (`verify` reads them back so).
             let between = spreads
                 .get(&(l.concurrency, key.to_owned()))
-                .or_else(|| spreads.get(&(l.concurrency, (*name).to_owned())))
+                .or_else(|| spreads.get(&(l.concurrency, name.to_owned())))
                 .cloned()
                 .unwrap_or(stats::Between::default_of(rules, 1));
-            let Some(c) = stats::compare_sessions(a, b, *better, rules, Some(between)) else {
+            let Some(c) = stats::compare_sessions(a, b, better, rules, Some(between)) else {
                 let why = if a.len() < 2 || b.len() < 2 {
                     "fewer than two samples on a side"
                 } else {
@@ -489,11 +492,11 @@ pub fn assess(
                 problems.push(format!("concurrency {}: {name}: {why}", l.concurrency));
                 continue;
             };
-            l.comparisons.push(MetricComparison { clock, ..comparison(name, *better, a, b, &c) });
+            l.comparisons.push(MetricComparison { clock, ..comparison(name, better, a, b, &c) });
         }
     }
     let calls: Vec<BenchCall> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call)).collect();
-    let verdict = if !loaded || levels.iter().any(|l| l.metrics["failed"].as_u64().unwrap_or(0) > 0) {
+    let verdict = if !loaded || levels.iter().any(|l| l.failed() > 0) {
         BenchVerdict::Fail
     } else if baseline.is_none() {
         BenchVerdict::Candidate
@@ -524,10 +527,7 @@ fn decode_clock<'l>(baseline: &'l Level, candidate: &Level) -> Result<&'l str, S
 fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) -> MetricComparison {
     MetricComparison {
         metric: name.into(),
-        better: match better {
-            Better::Lower => gauntlet_schema::bench::Better::Lower,
-            Better::Higher => gauntlet_schema::bench::Better::Higher,
-        },
+        better,
         baseline_mean: stats::mean(a).unwrap_or(0.0),
         mean: stats::mean(b).unwrap_or(0.0),
         change: c.change,
@@ -589,7 +589,7 @@ pub(crate) struct LevelFold {
     planned: usize,
     /// Per sub-session: its batches and, per sampled metric (in [`sampled`]'s order), the sum of its batches'
     /// values and how many gave one. Empty when the level is too short to split.
-    sub: Vec<(u64, [(f64, u32); COMPARED.len() + 1])>,
+    sub: Vec<(u64, Vec<(f64, u32)>)>,
     /// The engine whose timings every answered request carried so far; `Err(())` once one lacked them or engines
     /// were mixed.
     clock: Result<Option<TimingSource>, ()>,
@@ -610,7 +610,7 @@ impl LevelFold {
             offset: 0.0,
             planned: workload.repetitions,
             sub: vec![
-                (0, [(0.0, 0); COMPARED.len() + 1]);
+                (0, vec![(0.0, 0); sampled().count()]);
                 gauntlet_schema::bench::sub_session_count(workload.repetitions)
             ],
             clock: Ok(None),
@@ -644,7 +644,11 @@ impl LevelFold {
             (Ok(seen), Ok(now)) => Ok(now.map(|(_, s)| s).or(seen)),
         };
         let value = |name: &str| {
-            if name == SERVER_TPOT { server.ok().flatten().map(|(v, _)| v) } else { sample_of(&m, name) }
+            if name == SERVER_TPOT {
+                server.ok().flatten().map(|(v, _)| v)
+            } else {
+                Metric::from_key(name).and_then(|metric| sample_of(&m, metric))
+            }
         };
         self.samples.add(value);
         let index = usize::try_from(self.tally.batches).unwrap_or(usize::MAX);
@@ -1173,7 +1177,8 @@ mod report_tests {
         assert!(m["ttft-p99-ms"].get("lower_value").is_none(), "an unsampled measure has no bounds");
         assert_eq!(m["error-rate"]["value"], 0.0);
         let md = markdown(&bench(vec![l.clone()]));
-        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 15.0 |"), "{md}");
+        // TTFT mean, p50 and p99, then TPOT mean.
+        assert!(md.contains("| 2 | 4 | 0 | 100.0 | 100.0 | 100.0 | 15.0 |"), "{md}");
         assert!(md.contains("- Arrival times: the kernel's receive stamp of every read"), "{md}");
         let mut mixed = l;
         mixed.batches[1].receive_clock = Some(ReceiveClock::Client);
@@ -1181,6 +1186,37 @@ mod report_tests {
         mixed.tally = None;
         let md = markdown(&bench(vec![mixed]));
         assert!(md.contains("- Arrival times: the kernel's receive stamps for some reads"), "{md}");
+    }
+
+    /// Every bench metric reaches every writer (a table column of `bench.md` and `bench.html`, a row of
+    /// `bench.csv`, a measure of `bench.bmf.json`), with a value at a level that measured it: a new [`Metric`]
+    /// variant a writer forgot fails here.
+    #[test]
+    fn every_bench_metric_appears_in_every_writer() {
+        let batch = |gap: f64| Batch {
+            seconds: 0.1 + 3.0 * gap,
+            released_monotonic_ns: None,
+            in_flight_max: 2,
+            receive_clock: None,
+            requests: vec![record(0.0, gap), record(0.0, gap)],
+        };
+        let mut workload = Workload::new(vec![2], 4, 0, 2);
+        workload.slo = Some(gauntlet_schema::bench::Slo { ttft: Some(1.0), ..Default::default() });
+        let r = bench(vec![level(2, vec![batch(0.01), batch(0.02)], &workload)]);
+        let (md, csv, bmf) = (markdown(&r), csv(&r), bencher(&r));
+        let html = crate::run::bench_html::render(&r).to_lowercase();
+        let header = md.lines().find(|l| l.starts_with("| concurrency |")).expect(&md);
+        let row = md.lines().find(|l| l.starts_with("| 2 |")).expect(&md);
+        assert_eq!(header.matches('|').count(), row.matches('|').count(), "{header}\n{row}");
+        assert!(!row.contains('—'), "every metric has a value: {row}");
+        for m in Metric::BENCH {
+            assert!(header.contains(&format!(" {} |", m.column())), "bench.md's table lacks {m:?}: {header}");
+            let csv_row = csv.lines().find(|l| l.starts_with(&format!("p,2,{},", m.slug())));
+            assert!(csv_row.is_some_and(|l| !l.starts_with(&format!("p,2,{},,", m.slug()))), "bench.csv: {m:?}");
+            assert!(bmf["p/concurrency-2"][m.slug()]["value"].is_number(), "bench.bmf.json lacks {m:?}: {bmf}");
+            let th = format!("<th>{}</th>", m.column().to_lowercase());
+            assert!(html.contains(&th), "bench.html's table lacks {m:?} ({th})");
+        }
     }
 
     #[test]
@@ -1197,7 +1233,8 @@ mod report_tests {
         let text = csv(&r);
         assert!(text.ends_with("\r\n") && !text.contains("\u{1b}"), "{text:?}");
         let rows: Vec<&str> = text.split("\r\n").filter(|r| !r.is_empty()).collect();
-        assert_eq!(rows.len(), 1 + 6, "a header and six measures (no goodput without an SLO): {text}");
+        let measures = Metric::BENCH.len() - 1;
+        assert_eq!(rows.len(), 1 + measures, "a header and every bench metric but goodput (no SLO): {text}");
         assert!(
             rows[1].starts_with("\"'=HYPERLINK(\"\"http://x\"\",\"\"a,b\"\")\u{fffd}\",2,output-throughput-tok-per-s,"),
             "{}",

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use maud::{Markup, PreEscaped, html};
 
+use gauntlet_schema::Metric;
 use gauntlet_schema::bench::{BenchRecord, Level, RequestRecord};
 use gauntlet_schema::field::{FieldSummary, FieldWorkload};
 
@@ -39,10 +40,6 @@ fn add_latencies(r: &RequestRecord, max_tokens: u64, (out, failed): &mut ([Value
 
 /// A named line of (x, y) points.
 type Series = (String, Vec<(f64, f64)>);
-
-fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(&level.metrics, |v, k| v.get(k)).and_then(|v| v.as_f64()).filter(|x| x.is_finite())
-}
 
 pub fn render(r: &BenchRecord) -> String {
     render_with(r, &|level, f| level.batches.iter().flat_map(|b| &b.requests).for_each(f))
@@ -166,12 +163,12 @@ fn latency_section(r: &BenchRecord, requests: Requests) -> Markup {
 
 fn throughput_section(r: &BenchRecord) -> Markup {
     let now: Vec<(f64, f64)> =
-        r.levels.iter().filter_map(|l| Some((l.concurrency as f64, pooled(l, &["output_throughput_wall"])?))).collect();
+        r.levels.iter().filter_map(|l| Some((l.concurrency as f64, l.pooled(Metric::OutputThroughput)?))).collect();
     let base: Vec<(f64, f64)> = r
         .levels
         .iter()
         .filter_map(|l| {
-            let c = l.comparisons.iter().find(|c| c.metric == "output_throughput_wall")?;
+            let c = l.comparison(Metric::OutputThroughput)?;
             Some((l.concurrency as f64, c.baseline_mean))
         })
         .collect();
@@ -180,25 +177,23 @@ fn throughput_section(r: &BenchRecord) -> Markup {
         tput.push(("baseline (batch mean)".to_owned(), base));
     }
     let svg = line_chart("output throughput against concurrency", "concurrency", "tokens/s", &tput);
-    let ms = |v: Option<f64>| v.map_or("—".to_owned(), |x| num(x * 1e3));
+    let columns = crate::run::bench_report::table_columns();
+    let shown = |m: Metric, l: &Level| l.pooled(m).map_or("—".to_owned(), |x| num(x * m.unit().shown_factor()));
     html! {
         h2 id="throughput" { "Throughput against concurrency" } "\n"
         (chart(svg, || "no throughput to draw: no level measured".into()))
         table {
             tr {
-                th { "Concurrency" } th { "Requests" } th { "Failed" } th { "TTFT p50 ms" } th { "TTFT p99 ms" }
-                th { "ITL p99 ms" } th { "E2EL p50 ms" } th { "Output tok/s" } th { "Most in flight" }
+                th { "Concurrency" } th { "Requests" } th { "Failed" }
+                @for m in &columns { th { (capitalized(&m.column())) } }
+                th { "Most in flight" }
             } "\n"
             @for l in &r.levels {
                 tr {
                     td { (l.concurrency) }
-                    td { (l.metrics["requests"].as_u64().unwrap_or(0)) }
-                    td { (l.metrics["failed"].as_u64().unwrap_or(0)) }
-                    td { (ms(pooled(l, &["ttft", "p50"]))) }
-                    td { (ms(pooled(l, &["ttft", "p99"]))) }
-                    td { (ms(pooled(l, &["itl_chunk", "p99"]))) }
-                    td { (ms(pooled(l, &["e2el", "p50"]))) }
-                    td { (pooled(l, &["output_throughput_wall"]).map_or("—".into(), num)) }
+                    td { (l.requests()) }
+                    td { (l.failed()) }
+                    @for m in &columns { td { (shown(*m, l)) } }
                     td { (l.tally_or_fold().in_flight_max) }
                 } "\n"
             }
@@ -214,6 +209,12 @@ fn throughput_section(r: &BenchRecord) -> Markup {
             } "\n"
         }
     }
+}
+
+/// "Output tok/s": a column heading as a table's first word is written.
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or(String::new(), |first| first.to_uppercase().chain(chars).collect())
 }
 
 /// A field level's summary (`metrics.field`), when it has one that reads.

@@ -6,23 +6,16 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
 
-use gauntlet_schema::ReceiveClock;
 use gauntlet_schema::bench::{BenchRecord, Level, MetricComparison};
+use gauntlet_schema::{Metric, ReceiveClock};
 
-/// The measures exported per concurrency: BMF slug, the compared metric whose per-batch samples bound it, how the
-/// pooled value is read from the level's metrics, and the factor to the slug's unit.
-const MEASURES: &[(&str, Option<&str>, &[&str], f64)] = &[
-    ("output-throughput-tok-per-s", Some("output_throughput_wall"), &["output_throughput_wall"], 1.0),
-    ("ttft-mean-ms", Some("ttft_mean"), &["ttft", "mean"], 1e3),
-    ("ttft-p99-ms", None, &["ttft", "p99"], 1e3),
-    ("tpot-mean-ms", Some("tpot_mean"), &["tpot", "mean"], 1e3),
-    ("e2el-mean-ms", Some("e2el_mean"), &["e2el", "mean"], 1e3),
-    ("error-rate", None, &["error_rate"], 1.0),
-    ("goodput-req-per-s", None, &["goodput_wall"], 1.0),
-];
-
-fn pooled(level: &Level, path: &[&str]) -> Option<f64> {
-    path.iter().try_fold(&level.metrics, |v, k| v.get(k)).and_then(Value::as_f64).filter(|x| x.is_finite())
+/// The smallest and largest per-batch sample of a sampled metric, in its shown unit.
+fn sample_bounds(level: &Level, metric: Metric) -> Option<(f64, f64)> {
+    let samples = level.samples_of(metric).filter(|_| metric.sampled())?;
+    let factor = metric.unit().export_factor();
+    let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((lo * factor, hi * factor))
 }
 
 /// `{"<profile>/concurrency-<c>": {"<measure>": {"value", "lower_value", "upper_value"}}}`: the value pooled over
@@ -31,16 +24,14 @@ pub fn bencher(r: &BenchRecord) -> Value {
     let mut out = Map::new();
     for level in &r.levels {
         let mut measures = Map::new();
-        for (slug, sampled, path, factor) in MEASURES {
-            let Some(value) = pooled(level, path) else { continue };
-            let mut m = json!({"value": value * factor});
-            if let Some(samples) = sampled.and_then(|s| level.samples.get(s)).filter(|s| !s.is_empty()) {
-                let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
-                let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                m["lower_value"] = json!(lo * factor);
-                m["upper_value"] = json!(hi * factor);
+        for metric in Metric::BENCH.iter().copied() {
+            let Some(value) = level.pooled(metric) else { continue };
+            let mut m = json!({"value": value * metric.unit().export_factor()});
+            if let Some((lo, hi)) = sample_bounds(level, metric) {
+                m["lower_value"] = json!(lo);
+                m["upper_value"] = json!(hi);
             }
-            measures.insert((*slug).into(), m);
+            measures.insert(metric.slug(), m);
         }
         out.insert(format!("{}/concurrency-{}", r.profile, level.concurrency), Value::Object(measures));
     }
@@ -119,14 +110,14 @@ pub fn spread_line(level: &Level) -> Option<String> {
 /// workload's SLO, beside all completed requests per second; `None` without an SLO.
 pub fn goodput_line(w: &gauntlet_schema::bench::Workload, level: &Level) -> Option<String> {
     let slo = w.slo.as_ref()?;
-    let goodput = pooled(level, &["goodput_wall"])?;
+    let goodput = level.pooled(Metric::Goodput)?;
     let limits: Vec<String> = [("TTFT", slo.ttft), ("TPOT", slo.tpot), ("E2EL", slo.e2el)]
         .iter()
         .filter_map(|(name, s)| s.map(|s| format!("{name} ≤ {:.0} ms", s * 1e3)))
         .collect();
     Some(format!(
         "goodput {goodput:.2} req/s of {:.2} ({})",
-        pooled(level, &["request_throughput_wall"]).unwrap_or(0.0),
+        level.metrics["request_throughput_wall"].as_f64().filter(|x| x.is_finite()).unwrap_or(0.0),
         limits.join(", ")
     ))
 }
@@ -180,18 +171,18 @@ pub fn csv(r: &BenchRecord) -> String {
     row(&mut out, &CSV_HEADER.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
     let num = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(String::new(), |x| format!("{x}"));
     for level in &r.levels {
-        for (slug, sampled, path, factor) in MEASURES {
-            let Some(value) = pooled(level, path) else { continue };
-            let samples = sampled.and_then(|s| level.samples.get(s)).filter(|s| !s.is_empty());
-            let lo = samples.map(|s| s.iter().copied().fold(f64::INFINITY, f64::min) * factor);
-            let hi = samples.map(|s| s.iter().copied().fold(f64::NEG_INFINITY, f64::max) * factor);
-            let c = sampled.and_then(|s| level.comparisons.iter().find(|c| c.metric == s));
+        for metric in Metric::BENCH.iter().copied() {
+            let Some(value) = level.pooled(metric) else { continue };
+            let factor = metric.unit().export_factor();
+            let bounds = sample_bounds(level, metric);
+            let (lo, hi) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
+            let c = level.comparison(metric).filter(|_| metric.sampled());
             row(
                 &mut out,
                 &[
                     r.profile.clone(),
                     level.concurrency.to_string(),
-                    (*slug).to_owned(),
+                    metric.slug(),
                     num(Some(value * factor)),
                     num(lo),
                     num(hi),
@@ -223,10 +214,17 @@ fn csv_cell(text: &str) -> String {
     if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
 }
 
+/// The metrics a report's table shows, one column each: every bench metric, latencies first, then rates
+/// ([`Metric::section`]).
+pub fn table_columns() -> Vec<Metric> {
+    let mut columns = Metric::BENCH.to_vec();
+    columns.sort_by_key(|m| m.section());
+    columns
+}
+
 /// `bench.md`: the verdict, the workload, one row per concurrency, and a line per compared metric
 /// "baseline → now (change, interval, call)".
 pub fn markdown(r: &BenchRecord) -> String {
-    let ms = |v: Option<f64>| v.map_or("—".to_owned(), |x| format!("{:.1}", x * 1e3));
     let mut md = String::new();
     let _ = writeln!(md, "# gauntlet bench: {} — {}\n", r.profile, r.verdict.as_str().to_uppercase());
     let w = &r.workload;
@@ -271,24 +269,18 @@ pub fn markdown(r: &BenchRecord) -> String {
     }
     let _ =
         writeln!(md, "- Baseline: {}\n", r.baseline.as_deref().map_or("none (candidate)".into(), |b| format!("`{b}`")));
-    let _ = writeln!(
-        md,
-        "| concurrency | requests | failed | TTFT p50 ms | TTFT p99 ms | TPOT mean ms | ITL p99 ms | E2EL p50 ms | output tok/s | in flight |"
-    );
-    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let columns = table_columns();
+    let headings: String = columns.iter().map(|m| format!(" {} |", m.column())).collect();
+    let _ = writeln!(md, "| concurrency | requests | failed |{headings} in flight |");
+    let _ = writeln!(md, "|---:|---:|---:|{}---:|", "---:|".repeat(columns.len()));
     for l in &r.levels {
+        let cells: String = columns.iter().map(|m| format!(" {} |", m.show(l.pooled(*m)))).collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |",
+            "| {} | {} | {} |{cells} {} |",
             l.concurrency,
-            l.metrics["requests"].as_u64().unwrap_or(0),
-            l.metrics["failed"].as_u64().unwrap_or(0),
-            ms(pooled(l, &["ttft", "p50"])),
-            ms(pooled(l, &["ttft", "p99"])),
-            ms(pooled(l, &["tpot", "mean"])),
-            ms(pooled(l, &["itl_chunk", "p99"])),
-            ms(pooled(l, &["e2el", "p50"])),
-            pooled(l, &["output_throughput_wall"]).unwrap_or(0.0),
+            l.requests(),
+            l.failed(),
             l.tally_or_fold().in_flight_max
         );
     }

@@ -98,6 +98,10 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     // The server's own counters before the first case and after the last (its readiness probes come before).
     session.scrape_metrics_before(&rt);
     session.life.event("suite-started", format!("{total} case(s)"));
+    // What the spawned server's threads did during each case (the speed check's CPU account), and the CPU group
+    // whose throttled time was read.
+    let mut accounts: Vec<gauntlet_schema::CaseCpu> = Vec::new();
+    let mut cpu_group: Option<String> = None;
     for (index, case) in profile.suite.cases.iter().enumerate() {
         let mut record = new_case_record(case, profile);
         let source_observed =
@@ -122,7 +126,27 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         } else {
             let deadline = (now + profile.request_timeout).min(budget_deadline);
             let source = repeat_source(case, &cases, profile);
-            if let Err(e) = rt.block_on(answer_case(&client, case, &mut record, source, deadline)) {
+            // Read outside the request's timing: the cases are sequential, so what the threads did between the two
+            // samples is this case's.
+            let before = session.process.as_ref().map(crate::server::ServerProcess::sched_sample);
+            let answered = rt.block_on(answer_case(&client, case, &mut record, source, deadline));
+            let after = session.process.as_ref().map(crate::server::ServerProcess::sched_sample);
+            if answered.is_ok()
+                && let (Some(b), Some(a)) = (&before, &after)
+                && let Some(acc) = a.since(b)
+            {
+                let secs = |ns: u64| ns as f64 / 1e9;
+                cpu_group = a.group().map(|g| g.display().to_string());
+                accounts.push(crate::compare::speed::case_cpu(
+                    &case.id,
+                    secs(acc.cpu_ns),
+                    secs(acc.wait_ns),
+                    secs(acc.throttled_ns),
+                    record.seconds.unwrap_or(0.0),
+                    acc.busy_threads,
+                ));
+            }
+            if let Err(e) = answered {
                 if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
                     over_budget = true;
                 }
@@ -206,7 +230,10 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         life.findings.extend(finding);
     }
 
-    let decode = decode_summary(&cases);
+    let mut decode = decode_summary(&cases);
+    if !accounts.is_empty() {
+        decode.speed_check = Some(crate::compare::speed::speed_check(accounts, cpu_group));
+    }
     let mut record = RunRecord {
         schema_version: RUN_RECORD_VERSION,
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
@@ -268,6 +295,12 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     record.baseline_jitter = baseline.and_then(|b| crate::compare::baseline_jitter(&record, b));
     let assessed = verdict::assess_with(&record, baseline, &profile.thresholds, opts.decode_spread);
     record.findings.extend(assessed);
+    if let Some(b) = baseline {
+        let judgement = crate::compare::speed::judgement(&record, b);
+        if let Some(check) = record.decode.speed_check.as_mut() {
+            check.judgement = judgement;
+        }
+    }
     // A changed server is listed first: it explains whatever drift follows (see `crate::report::ordered`).
     record.findings.sort_by_key(|f| f.kind != gauntlet_schema::FindingKind::ServerChanged);
     record.verdict = verdict::fold(&record.findings);
@@ -460,6 +493,7 @@ pub fn decode_summary(cases: &[CaseRecord]) -> DecodeSummary {
         token_source: (!answered.is_empty()).then(|| source.to_owned()),
         cases_counted: rates.len(),
         server_median_tokens_per_second: server.and_then(median),
+        speed_check: None,
     }
 }
 

@@ -13,8 +13,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
+use gauntlet_schema::Metric;
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
-pub use gauntlet_schema::paired::{EqualWork, METRIC_NAMES, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
+pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
 use serde_json::{Map, Value, json};
 
 use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
@@ -38,7 +39,7 @@ pub struct PairedOptions {
     pub min_pairs: usize,
     pub max_pairs: usize,
     pub mode: PairedMode,
-    /// The benched profile's `[profiles.P.bench] decide` (names of [`METRIC_NAMES`]); `None`: the default
+    /// The benched profile's `[profiles.P.bench] decide` (names of [`Metric::decide_name`]); `None`: the default
     /// ([`deciding`]).
     pub decide: Option<Vec<String>>,
 }
@@ -51,12 +52,15 @@ pub const LONG_PROMPT_CHARS: usize = 2000;
 /// it gives one; else decode rate and E2EL, and TTFT too when the prompts this bench sends (one per pair, after
 /// the warm-ups) are long: their median at least [`LONG_PROMPT_CHARS`] characters.
 pub fn deciding(decide: Option<&[String]>, workload: &Workload, max_pairs: usize) -> (Vec<String>, String) {
-    let full = |short: &str| METRIC_NAMES.iter().find(|(s, _)| *s == short).map(|(_, f)| (*f).to_owned());
+    let full = |short: &str| {
+        Metric::PAIRED.iter().find(|m| m.decide_name() == Some(short)).and_then(|m| m.paired_key()).map(str::to_owned)
+    };
     if let Some(names) = decide.filter(|d| !d.is_empty()) {
-        let chosen: Vec<String> = METRIC_NAMES
+        let chosen: Vec<String> = Metric::PAIRED
             .iter()
-            .filter(|(short, _)| names.iter().any(|n| n == short))
-            .filter_map(|(short, _)| full(short))
+            .filter_map(|m| m.decide_name())
+            .filter(|short| names.iter().any(|n| n == short))
+            .filter_map(full)
             .collect();
         if !chosen.is_empty() {
             return (chosen, format!("the profile's `decide = [{}]`", names.join(", ")));
@@ -83,22 +87,27 @@ pub fn deciding(decide: Option<&[String]>, workload: &Workload, max_pairs: usize
     (chosen, why)
 }
 
-/// The metrics judged per pair: name, direction, and how a request's value is read.
-const METRICS: &[(&str, Better)] = &[
-    ("decode_tokens_per_second", Better::Higher),
-    ("ttft", Better::Lower),
-    ("itl_mean", Better::Lower),
-    ("e2el", Better::Lower),
-];
+/// The paired metrics with their keys in `paired.json`, in [`Metric::PAIRED`]'s order.
+fn judged_metrics() -> impl Iterator<Item = (Metric, &'static str)> {
+    Metric::PAIRED.iter().map(|m| (*m, m.paired_key().unwrap_or(m.key())))
+}
 
-fn value_of(m: &RequestMetrics, name: &str) -> Option<f64> {
-    match name {
-        "decode_tokens_per_second" => m.decode_tokens_per_second,
-        "ttft" => Some(m.ttft),
+/// A paired metric's value in one request: [`Metric::PAIRED`]'s computation.
+fn value_of(m: &RequestMetrics, metric: Metric) -> Option<f64> {
+    match metric {
+        Metric::DecodeRate => m.decode_tokens_per_second,
+        Metric::TtftMean => Some(m.ttft),
         // The request's mean gap per output token: (e2el − ttft) / (n − 1), vLLM's TPOT.
-        "itl_mean" => m.tpot,
-        "e2el" => Some(m.e2el),
-        _ => None,
+        Metric::TpotMean => m.tpot,
+        Metric::E2elMean => Some(m.e2el),
+        Metric::OutputThroughput
+        | Metric::TtftP50
+        | Metric::TtftP99
+        | Metric::ItlP99
+        | Metric::E2elP50
+        | Metric::E2elP99
+        | Metric::ErrorRate
+        | Metric::Goodput => None,
     }
     .filter(|v| v.is_finite() && *v > 0.0)
 }
@@ -139,9 +148,8 @@ pub fn decode_key(pairs: &[Pair]) -> (&'static str, String) {
 
 /// Per metric, `[A, B]` of one pair; a metric missing or zero on a side is left out.
 fn values(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, [f64; 2]> {
-    METRICS
-        .iter()
-        .filter_map(|(name, _)| Some(((*name).to_owned(), [value_of(a, name)?, value_of(b, name)?])))
+    judged_metrics()
+        .filter_map(|(metric, name)| Some((name.to_owned(), [value_of(a, metric)?, value_of(b, metric)?])))
         .collect()
 }
 
@@ -424,11 +432,10 @@ pub fn run_paired(
         server_metrics: ledger.server_metrics[i].clone(),
     };
     let (decode_key, decode_clock) = decode_key(&pairs);
-    let period_effects = METRICS
-        .iter()
-        .filter_map(|(name, better)| {
-            let key = if *name == DECODE { decode_key } else { name };
-            stats::period_effect(name, &stats::blocks(&series(&pairs, key)), *better, &rules)
+    let period_effects = judged_metrics()
+        .filter_map(|(metric, name)| {
+            let key = if metric == Metric::DecodeRate { decode_key } else { name };
+            stats::period_effect(name, &stats::blocks(&series(&pairs, key)), metric.better(), &rules)
         })
         .collect();
     let left_out = (pairs.len() % 2 == 1).then(|| {
@@ -480,11 +487,10 @@ fn series(pairs: &[Pair], metric: &str) -> Vec<stats::PairValues> {
 /// does not decide is judged at the look's whole level, for the report only.
 fn judge_all(pairs: &[Pair], rules: &PairedRules, alpha_look: f64, decide: &[String]) -> Vec<MetricVerdict> {
     let (decode_key, _) = decode_key(pairs);
-    let judged: Vec<(&str, Better, stats::Blocks, bool)> = METRICS
-        .iter()
-        .map(|(name, better)| {
-            let key = if *name == DECODE { decode_key } else { name };
-            (*name, *better, stats::blocks(&series(pairs, key)), decide.iter().any(|d| d == name))
+    let judged: Vec<(&str, Better, stats::Blocks, bool)> = judged_metrics()
+        .map(|(metric, name)| {
+            let key = if metric == Metric::DecodeRate { decode_key } else { name };
+            (name, metric.better(), stats::blocks(&series(pairs, key)), decide.iter().any(|d| d == name))
         })
         .collect();
     let p_values: Vec<Option<f64>> =

@@ -4,6 +4,7 @@ mod cgroup;
 mod group;
 mod port_owner;
 mod process;
+pub mod sched;
 mod signals;
 
 pub use cgroup::availability as cgroup_availability;

@@ -128,6 +128,9 @@ pub struct ServerProcess {
     log_path: PathBuf,
     exit: Option<ExitStatus>,
     stopped: bool,
+    /// The CPU group the leader started in (gauntlet's own) and its throttled ns at the spawn: what the load's
+    /// throttled time is counted from.
+    spawn_throttle: Option<(PathBuf, u64)>,
 }
 
 /// Refuse a port something else listens on: our client would talk to that server instead of ours.
@@ -181,6 +184,8 @@ impl ServerProcess {
         group::become_subreaper();
         let parent = std::process::id() as i32;
         let mut cgroup = Cgroup::create();
+        let spawn_throttle = super::sched::cpu_group_of(std::process::id() as i32)
+            .and_then(|g| Some((g.clone(), super::sched::throttled_ns(&g)?)));
         // The path, ready before the fork: the child may not allocate.
         let procs = cgroup
             .as_ref()
@@ -239,6 +244,7 @@ impl ServerProcess {
             log_path: log_path.to_owned(),
             exit: None,
             stopped: false,
+            spawn_throttle,
         })
     }
 
@@ -417,19 +423,33 @@ impl ServerProcess {
     }
 
     /// What the server's process group has spent until now (see [`gauntlet_schema::LoadCpu`]); None when /proc
-    /// says nothing of it.
+    /// says nothing of it. Throttled time counts from the spawn when the server is still in the CPU group it
+    /// started in, else from its group's creation (a server that moved itself into a group of its own).
     pub fn cpu_account(&self) -> Option<gauntlet_schema::LoadCpu> {
         let members = group_members(self.pid() as i32);
-        let mut account = gauntlet_schema::LoadCpu { cpu_seconds: 0.0, wait_seconds: 0.0 };
+        let mut account = gauntlet_schema::LoadCpu { cpu_seconds: 0.0, wait_seconds: 0.0, throttled_seconds: None };
         let mut seen = false;
-        for pid in members {
+        for &pid in &members {
             if let Some(cpu) = cpu_seconds(pid) {
                 account.cpu_seconds += cpu;
-                account.wait_seconds += wait_seconds(pid);
                 seen = true;
             }
         }
+        let threads = super::sched::Sample::take(&members, None);
+        account.wait_seconds = threads.since(&super::sched::Sample::default()).map_or(0.0, |a| a.wait_ns as f64 / 1e9);
+        account.throttled_seconds = super::sched::cpu_group_of(self.pgid).and_then(|g| {
+            let now = super::sched::throttled_ns(&g)?;
+            let from = self.spawn_throttle.as_ref().filter(|(g0, _)| *g0 == g).map_or(0, |(_, t)| *t);
+            Some(now.saturating_sub(from) as f64 / 1e9)
+        });
         seen.then_some(account)
+    }
+
+    /// The schedstat of every thread of this spawn's processes now, and their CPU group's throttled time (the
+    /// leader's group): read before and after each case ([`super::sched::Sample::since`]).
+    pub fn sched_sample(&self) -> super::sched::Sample {
+        let group = super::sched::cpu_group_of(self.pgid);
+        super::sched::Sample::take(&self.members(), group.as_deref())
     }
 
     pub fn log_tail(&self, n: usize) -> Vec<String> {
@@ -498,24 +518,6 @@ fn cpu_seconds(pid: i32) -> Option<f64> {
     // utime, stime, cutime, cstime: fields 14–17 of the line, 11–14 after the name.
     let sum: u64 = fields.get(11..15)?.iter().map(|f| f.parse::<u64>().ok()).sum::<Option<u64>>()?;
     Some(sum as f64 / ticks as f64)
-}
-
-/// Seconds the threads of `pid` alive now waited, runnable, for a CPU: the second field of each
-/// `/proc/PID/task/TID/schedstat` (nanoseconds), summed. 0 where the kernel keeps no schedstat.
-fn wait_seconds(pid: i32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
-    let mut ns: u64 = 0;
-    for task in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
-            continue;
-        };
-        if let Some(wait) = text.split_whitespace().nth(1).and_then(|f| f.parse::<u64>().ok()) {
-            ns = ns.saturating_add(wait);
-        }
-    }
-    ns as f64 / 1e9
 }
 
 pub fn log_tail(path: &Path, n: usize) -> Vec<String> {

@@ -89,6 +89,7 @@ fn record() -> (RunRecord, RunRecord) {
             cases_counted: 2,
             server_median_tokens_per_second: None,
             draft: None,
+            speed_check: None,
         },
         findings: vec![
             Finding {
@@ -269,6 +270,84 @@ fn decode_is_judged_case_against_case_with_the_runs_own_spread() {
     // Unchanged: nothing.
     speeds(&mut run, &base_tps);
     assert!(speed_findings(&run, &base).is_empty());
+}
+
+/// Each case of `run` decoded at `tps` (server timings and client clock alike) while its server's threads spent
+/// `cpu` seconds on a CPU, `wait` runnable and waiting (`throttled` of it throttled by a quota), `threads` of them
+/// busy.
+fn accounted(run: &mut RunRecord, tps: &[f64], cpu: f64, wait: f64, throttled: f64, threads: u32) {
+    let mut cases = Vec::new();
+    for (c, tps) in run.cases.iter_mut().zip(tps) {
+        c.seconds = Some(40.0 / tps);
+        c.answer.as_mut().unwrap().timings =
+            Some(ServerTimings { predicted_per_second: Some(*tps), ..ServerTimings::default() });
+        cases.push(gauntlet_engine::compare::speed::case_cpu(&c.id, cpu, wait, throttled, cpu + wait, threads));
+    }
+    run.decode.speed_check = Some(gauntlet_engine::compare::speed::speed_check(cases, None));
+}
+
+/// Decode put on the server's CPU clock: a run that is 50 % slower on both wall clocks because its threads waited
+/// for other processes' CPU as long as they ran is not slower (the correction takes the wait out); the same
+/// slowdown under a CPU quota is (throttled time is the server's own); a run whose threads mostly waited is not
+/// judged at all, named with its contention; so is one whose several decode threads waited more than 10 %; and a
+/// baseline without the account (version 10) is compared uncorrected, as before, saying so.
+#[test]
+fn decode_is_corrected_onto_the_servers_cpu_clock_and_not_judged_under_heavy_contention() {
+    let (mut run, mut base) = record();
+    run.findings.clear();
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
+    run.cases = base.cases.clone();
+    let base_tps = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0, 80.0, 100.0];
+    let scaled = |k: f64| base_tps.iter().map(|v| v * k).collect::<Vec<f64>>();
+    let speed = |run: &RunRecord, base: &RunRecord| -> Vec<(String, Severity, String)> {
+        gauntlet_engine::compare::compare(run, base, &run.thresholds)
+            .into_iter()
+            .filter(|f| ["slow-decode", "speed-unsettled", "speed-not-judged"].contains(&f.kind.to_string().as_str()))
+            .map(|f| (f.kind.to_string(), f.severity, f.message))
+            .collect()
+    };
+    let kinds = |v: Vec<(String, Severity, String)>| v.into_iter().map(|(k, s, _)| (k, s)).collect::<Vec<_>>();
+    // The baseline: one busy thread, a 9 % wait.
+    accounted(&mut base, &base_tps, 0.3, 0.03, 0.0, 1);
+    // Half the speed on both clocks, the threads waiting as long as they ran (contention 50 %): corrected, 95 %.
+    accounted(&mut run, &scaled(0.5), 0.3, 0.33, 0.0, 1);
+    assert!(speed(&run, &base).is_empty(), "{:?}", speed(&run, &base));
+    let j = gauntlet_engine::compare::speed::judgement(&run, &base).unwrap();
+    assert!(j.judged && j.corrected, "{j:?}");
+    assert!((j.median_ratio.unwrap() - 0.5 * (0.63 / 0.3) / (0.33 / 0.3)).abs() < 1e-9, "{j:?}");
+    // Without the correction the same run warns: what the correction is for.
+    let mut bare = run.clone();
+    bare.decode.speed_check = None;
+    let mut bare_base = base.clone();
+    bare_base.decode.speed_check = None;
+    assert_eq!(kinds(speed(&bare, &bare_base)), [("slow-decode".to_string(), Severity::Warn)]);
+    // 70 % of the speed under a quota: the threads' wait is all throttled time, nothing to take out; it warns.
+    accounted(&mut run, &scaled(0.7), 0.3, 0.129, 0.129, 1);
+    let found = speed(&run, &base);
+    assert_eq!(kinds(found.clone()), [("slow-decode".to_string(), Severity::Warn)]);
+    assert!(found[0].2.contains("corrected onto the server's CPU clock"), "{found:?}");
+    // 90 % of the threads' time waiting for others: not judged, however slow, and the contention is named.
+    accounted(&mut run, &scaled(0.1), 0.03, 0.27, 0.0, 1);
+    let found = speed(&run, &base);
+    assert_eq!(kinds(found.clone()), [("speed-not-judged".to_string(), Severity::Info)]);
+    assert!(found[0].2.contains("90 %") && found[0].2.contains("limit 85 %"), "{found:?}");
+    let j = gauntlet_engine::compare::speed::judgement(&run, &base).unwrap();
+    assert!(!j.judged && j.contention == Some(0.9), "{j:?}");
+    // Two threads share the decode: 20 % contention is past their 10 %; 5 % is not.
+    accounted(&mut run, &scaled(0.5), 0.4, 0.1, 0.0, 2);
+    let found = speed(&run, &base);
+    assert_eq!(kinds(found.clone()), [("speed-not-judged".to_string(), Severity::Info)]);
+    assert!(found[0].2.contains("2 threads share the decode"), "{found:?}");
+    accounted(&mut run, &scaled(0.5), 0.4, 0.021, 0.0, 2);
+    assert_eq!(kinds(speed(&run, &base)), [("slow-decode".to_string(), Severity::Warn)]);
+    // A version-10 baseline has no account: uncorrected, as before, and said.
+    base.schema_version = 10;
+    base.decode.speed_check = None;
+    accounted(&mut run, &scaled(0.5), 0.3, 0.33, 0.0, 1);
+    let found = speed(&run, &base);
+    assert_eq!(kinds(found.clone()), [("slow-decode".to_string(), Severity::Warn)]);
+    assert!(found[0].2.contains("uncorrected: the baseline (run.json version 10) has no CPU account"), "{found:?}");
 }
 
 /// A slower load warns only when it is both over the ratio and longer by more than the noise floor: 20 ms → 110 ms

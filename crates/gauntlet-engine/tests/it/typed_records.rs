@@ -56,7 +56,7 @@ fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() 
     // Written again, it is a current record whose identity reads back typed.
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.identity, run.identity);
-    assert_eq!(RUN_RECORD_VERSION, 10);
+    assert_eq!(RUN_RECORD_VERSION, 11);
 }
 
 #[test]
@@ -94,8 +94,8 @@ fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
 
 #[test]
 fn newer_or_foreign_records_are_refused_naming_the_file() {
-    let err = parse_run_record(r#"{"schema_version": 11}"#).unwrap_err();
-    assert!(err.contains("schema_version 11 is not readable"), "{err}");
+    let err = parse_run_record(r#"{"schema_version": 12}"#).unwrap_err();
+    assert!(err.contains("schema_version 12 is not readable"), "{err}");
     let err = parse_bench_record(r#"{"bench_version": 14}"#, "x/bench.json").unwrap_err();
     assert!(err.starts_with("x/bench.json: bench_version 14 is not readable (reads 1 to 13)"), "{err}");
     let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();

@@ -125,6 +125,20 @@ fn decode_twenty_percent_slower_warns() {
     assert_eq!(run.verdict(), "warn", "{}", run.explain());
     assert!(run.has_finding("slow-decode"), "{}", run.explain());
     assert!(!run.has_finding("text-drift"));
+    // Both runs carry the CPU account of every answered case, and the decode was judged on it: a server that sleeps
+    // between its tokens is slower on its own CPU clock too, however busy the machine (the correction takes out
+    // only the wait for other processes' CPU).
+    let record = run.record.as_ref().unwrap();
+    let check = &record["decode"]["speed_check"];
+    let answered = record["cases"].as_array().unwrap().iter().filter(|c| c["answer"].is_object()).count();
+    assert_eq!(check["cases"].as_array().map(Vec::len), Some(answered), "{check}");
+    assert!(check["cases"].as_array().unwrap().iter().all(|c| c["factor"].as_f64().unwrap() >= 1.0), "{check}");
+    let contention = check["contention"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&contention), "{check}");
+    let judgement = &check["judgement"];
+    assert_eq!((judgement["judged"].as_bool(), judgement["corrected"].as_bool()), (Some(true), Some(true)), "{check}");
+    let slow = record["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "slow-decode").unwrap();
+    assert!(slow["message"].as_str().unwrap().contains("corrected onto the server's CPU clock"), "{slow}");
 }
 
 #[test]

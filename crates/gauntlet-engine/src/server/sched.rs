@@ -1,0 +1,269 @@
+//! What the kernel's scheduler says about a spawned server: each thread's time on a CPU and time runnable but
+//! waiting for one (`/proc/PID/task/TID/schedstat`), and the throttled time of the server's CPU group
+//! (`cpu.stat` of its cgroup-v1 `cpu` controller group, or of its cgroup-v2 group). The gate reads it before and
+//! after each case ([`Sample`], [`Sample::since`]) to tell a server that got slower from one that waited for CPUs
+//! other processes held.
+//!
+//! Everything here is read from files the server's processes (or the machine) control: bounded, parsed without
+//! trust. A thread that vanished between two samples is left out; text that does not parse gives no measurement,
+//! never a panic. Never writes, never signals.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::util::bounded::read_text;
+
+/// schedstat is one line of three numbers; cpu.stat a handful of `key value` lines. Anything longer is not them.
+const SCHEDSTAT_CAP: u64 = 256;
+const CPU_STAT_CAP: u64 = 4096;
+const CGROUP_CAP: u64 = 16 << 10;
+const MOUNTINFO_CAP: u64 = 1 << 20;
+/// Threads read per process: a server with more is sampled on its first this-many (the kernel lists them in order).
+const THREADS_CAP: usize = 4096;
+/// A thread counts as sharing the decode when it ran at least this share of the busiest thread's CPU time.
+const BUSY_SHARE: f64 = 0.25;
+
+/// The first two fields of a schedstat line: nanoseconds on a CPU, nanoseconds runnable and waiting for one. None
+/// unless both are plain integers.
+pub fn parse_schedstat(text: &str) -> Option<(u64, u64)> {
+    let mut fields = text.split_ascii_whitespace();
+    let cpu = fields.next()?.parse().ok()?;
+    let wait = fields.next()?.parse().ok()?;
+    Some((cpu, wait))
+}
+
+/// Nanoseconds a group was throttled, from its `cpu.stat`: `throttled_time` (cgroup v1, ns) or `throttled_usec`
+/// (v2, µs). None when neither key holds a plain integer.
+pub fn parse_throttled(cpu_stat: &str) -> Option<u64> {
+    for line in cpu_stat.lines() {
+        let mut kv = line.split_ascii_whitespace();
+        match (kv.next(), kv.next(), kv.next()) {
+            (Some("throttled_time"), Some(v), None) => return v.parse().ok(),
+            (Some("throttled_usec"), Some(v), None) => return v.parse::<u64>().ok()?.checked_mul(1000),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The directory of the CPU group a process is in, from its `/proc/PID/cgroup` text and `/proc/self/mountinfo`:
+/// the cgroup-v1 hierarchy that carries the `cpu` controller, else the v2 group (where `cpu.stat` always exists).
+/// None when the group is outside the mount this process sees, or its path leaves it (`..`).
+pub fn cpu_group_dir(proc_cgroup: &str, mountinfo: &str) -> Option<PathBuf> {
+    let mut v2 = None;
+    for line in proc_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (id, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        if controllers.split(',').any(|c| c == "cpu") {
+            return mounted(mountinfo, path, |fstype, options| {
+                fstype == "cgroup" && options.split(',').any(|o| o == "cpu")
+            });
+        }
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path);
+        }
+    }
+    mounted(mountinfo, v2?, |fstype, _| fstype == "cgroup2")
+}
+
+/// `path` (a group as `/proc/PID/cgroup` names it) under the first mount that `hit` accepts (by its filesystem type
+/// and super options).
+fn mounted(mountinfo: &str, path: &str, hit: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
+    if path.split('/').any(|c| c == "..") {
+        return None;
+    }
+    for line in mountinfo.lines() {
+        let Some((before, after)) = line.split_once(" - ") else { continue };
+        let fields: Vec<&str> = before.split(' ').collect();
+        let mut after = after.split(' ');
+        let (Some(fstype), _, Some(options)) = (after.next(), after.next(), after.next()) else { continue };
+        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else { continue };
+        if !hit(fstype, options) {
+            continue;
+        }
+        let rel = path.strip_prefix(root.trim_end_matches('/'))?;
+        if !rel.is_empty() && !rel.starts_with('/') {
+            return None;
+        }
+        return Some(PathBuf::from(format!("{point}{rel}")));
+    }
+    None
+}
+
+/// The CPU group `pid` is in now, as a directory; None where it cannot be told.
+pub fn cpu_group_of(pid: i32) -> Option<PathBuf> {
+    let own = read_text(Path::new(&format!("/proc/{pid}/cgroup")), CGROUP_CAP).ok()?;
+    let mounts = read_text(Path::new("/proc/self/mountinfo"), MOUNTINFO_CAP).ok()?;
+    cpu_group_dir(&own, &mounts)
+}
+
+/// Nanoseconds `group` has been throttled since it was made; None when its `cpu.stat` is unreadable or says none.
+pub fn throttled_ns(group: &Path) -> Option<u64> {
+    parse_throttled(&read_text(&group.join("cpu.stat"), CPU_STAT_CAP).ok()?)
+}
+
+/// A thread: its process and its id.
+type Thread = (i32, i32);
+
+/// One moment's schedstat of every thread of some processes, and their CPU group's throttled time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// (pid, tid) → (ns on a CPU, ns waiting for one), both since the thread started.
+    threads: HashMap<Thread, (u64, u64)>,
+    /// The CPU group and its throttled ns, when readable.
+    group: Option<(PathBuf, u64)>,
+}
+
+/// What the busy threads did between two samples: those that ran at least a quarter of the busiest one's CPU time
+/// (every thread when none ran).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Account {
+    pub cpu_ns: u64,
+    pub wait_ns: u64,
+    /// 0 without a readable group, or when the group changed between the samples.
+    pub throttled_ns: u64,
+    pub busy_threads: u32,
+}
+
+impl Sample {
+    /// Every thread of `pids` now, and `group`'s throttled time when one is given.
+    pub fn take(pids: &[i32], group: Option<&Path>) -> Sample {
+        let mut threads = HashMap::new();
+        for &pid in pids {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+            for task in tasks.flatten().take(THREADS_CAP) {
+                let Some(tid) = task.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+                let Ok(text) = read_text(&task.path().join("schedstat"), SCHEDSTAT_CAP) else { continue };
+                if let Some(v) = parse_schedstat(&text) {
+                    threads.insert((pid, tid), v);
+                }
+            }
+        }
+        let group = group.and_then(|g| Some((g.to_owned(), throttled_ns(g)?)));
+        Sample { threads, group }
+    }
+
+    /// The group whose throttled time this sample holds.
+    pub fn group(&self) -> Option<&Path> {
+        self.group.as_ref().map(|(g, _)| g.as_path())
+    }
+
+    /// What happened between `before` and this sample: summed over the busy threads in this sample (a thread new
+    /// since `before` counts whole; one that vanished is lost). None when no thread was seen, or a counter went
+    /// backwards (a reused thread id, or not the same kernel's numbers).
+    pub fn since(&self, before: &Sample) -> Option<Account> {
+        if self.threads.is_empty() {
+            return None;
+        }
+        let mut deltas: Vec<(u64, u64)> = Vec::with_capacity(self.threads.len());
+        for (key, &(c, w)) in &self.threads {
+            let (c0, w0) = before.threads.get(key).copied().unwrap_or((0, 0));
+            deltas.push((c.checked_sub(c0)?, w.checked_sub(w0)?));
+        }
+        let throttled_ns = match (&self.group, &before.group) {
+            (Some((g, t)), Some((g0, t0))) if g == g0 => t.checked_sub(*t0)?,
+            _ => 0,
+        };
+        // The threads that did the work; the others (an HTTP listener, a logger) wait and run on their own schedule,
+        // which says nothing of how long the work took.
+        let busiest = deltas.iter().map(|d| d.0).max().unwrap_or(0);
+        let busy: Vec<&(u64, u64)> =
+            deltas.iter().filter(|d| busiest == 0 || d.0 as f64 >= BUSY_SHARE * busiest as f64).collect();
+        Some(Account {
+            cpu_ns: busy.iter().fold(0u64, |a, d| a.saturating_add(d.0)),
+            wait_ns: busy.iter().fold(0u64, |a, d| a.saturating_add(d.1)),
+            throttled_ns,
+            busy_threads: if busiest == 0 { 0 } else { busy.len() as u32 },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedstat_is_two_integers_or_nothing() {
+        assert_eq!(parse_schedstat("49507406 39155899 155\n"), Some((49507406, 39155899)));
+        assert_eq!(parse_schedstat("12 34"), Some((12, 34)));
+        for bad in ["", "12", "12 -3 1", "1.5 2 3", "x y z", "18446744073709551616 1 1"] {
+            assert_eq!(parse_schedstat(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn throttled_time_is_read_from_v1_and_v2_cpu_stat() {
+        let v1 = "nr_periods 1239\nnr_throttled 950\nthrottled_time 37912345678\nnr_bursts 0\nburst_time 0\n";
+        assert_eq!(parse_throttled(v1), Some(37_912_345_678));
+        let v2 = "usage_usec 100\nuser_usec 80\nsystem_usec 20\nnr_periods 4\nnr_throttled 1\nthrottled_usec 2500\n";
+        assert_eq!(parse_throttled(v2), Some(2_500_000));
+        for bad in ["", "nr_periods 3\n", "throttled_time\n", "throttled_time 1 2\n", "throttled_time -5\n"] {
+            assert_eq!(parse_throttled(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_throttled("throttled_usec 18446744073709551615\n"), None, "overflows as ns");
+    }
+
+    const MOUNTS: &str = "\
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn the_cpu_group_is_found_under_its_mount() {
+        let own = "2:cpuacct:/\n1:cpu:/gauntlet-speed-test-1-quota\n0::/\n";
+        assert_eq!(cpu_group_dir(own, MOUNTS), Some(PathBuf::from("/sys/fs/cgroup/cpu/gauntlet-speed-test-1-quota")));
+        // cpu,cpuacct mounted together, as most distributions do.
+        let joint = "40 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n";
+        assert_eq!(cpu_group_dir("4:cpu,cpuacct:/a\n", joint), Some(PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/a")));
+        // No v1 cpu controller: the v2 group.
+        assert_eq!(cpu_group_dir("0::/user.slice\n", MOUNTS), Some(PathBuf::from("/sys/fs/cgroup/unified/user.slice")));
+        // Outside the mount, leaving it, unmounted, malformed: nothing.
+        let inner = "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n";
+        assert_eq!(cpu_group_dir("1:cpu:/elsewhere\n", inner), None);
+        assert_eq!(cpu_group_dir("1:cpu:/a/../../etc\n", MOUNTS), None);
+        assert_eq!(cpu_group_dir("1:cpu:/a\n", ""), None);
+        assert_eq!(cpu_group_dir("garbage", MOUNTS), None);
+    }
+
+    fn sample(threads: &[(Thread, (u64, u64))], group: Option<u64>) -> Sample {
+        Sample { threads: threads.iter().copied().collect(), group: group.map(|t| (PathBuf::from("/g"), t)) }
+    }
+
+    #[test]
+    fn an_account_sums_what_each_thread_did_between_two_samples() {
+        // Thread 11 decodes, 12 serves HTTP, 13 started during the case, 14 vanished.
+        let before = sample(&[((10, 11), (1_000, 500)), ((10, 12), (100, 10)), ((10, 14), (5, 5))], Some(7_000));
+        let after =
+            sample(&[((10, 11), (801_000, 300_500)), ((10, 12), (20_100, 1_010)), ((10, 13), (4, 0))], Some(57_000));
+        let a = after.since(&before).unwrap();
+        // Only the decoding thread is busy (the others ran under a quarter of its 800 µs): its own time and wait.
+        assert_eq!(a, Account { cpu_ns: 800_000, wait_ns: 300_000, throttled_ns: 50_000, busy_threads: 1 });
+        // Two threads sharing the work.
+        let two = sample(&[((10, 11), (801_000, 500)), ((10, 12), (600_100, 10))], None);
+        assert_eq!(two.since(&before).unwrap().busy_threads, 2);
+        assert_eq!(two.since(&before).unwrap().cpu_ns, 800_000 + 600_000);
+        assert_eq!(two.since(&before).unwrap().throttled_ns, 0, "no group now: nothing counts as throttled");
+        // A counter that went backwards, or no thread at all: no account.
+        assert_eq!(before.since(&after), None);
+        assert_eq!(sample(&[], Some(1)).since(&before), None);
+    }
+
+    #[test]
+    fn this_process_can_be_sampled() {
+        let me = std::process::id() as i32;
+        let burn = |s: &Sample| s.threads.len();
+        let a = Sample::take(&[me], None);
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let b = Sample::take(&[me], None);
+        // Where the kernel keeps schedstat (it does on Linux ≥ 2.6 with CONFIG_SCHED_INFO), the burn shows.
+        if burn(&a) > 0 {
+            assert!(b.since(&a).unwrap().cpu_ns > 0);
+        }
+        assert_eq!(Sample::take(&[i32::MAX], None).threads.len(), 0, "a process that does not exist");
+    }
+}
