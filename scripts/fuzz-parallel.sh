@@ -9,7 +9,7 @@
 set -u
 F=/tmp/fz
 T=${FUZZ_SECONDS:-1050}
-PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log:3 store:4 bundle_verify:2 report_run:1 metrics_values:1 lm_eval:1 save_result:1 field_inputs:1}
+PLAN=${FUZZ_PLAN:-chat_completion:1 sse_stream:1 records:1 manifest:2 kernel_log:3 store:4 bundle_verify:2 report_run:1 metrics_values:1 lm_eval:1 save_result:1 field_inputs:1 aiperf_export:1}
 case $1 in
 start)
   rm -rf "$F"; mkdir -p "$F/bin" "$F/new" "$F/logs" "$F/corpus"
@@ -41,7 +41,7 @@ collect)
   for _ in $(seq 1 "${2:-540}"); do pgrep -f "$F/bin/" >/dev/null || break; sleep 1; done
   pkill -INT -f "$F/bin/"; sleep 3
   for t in sse_stream chat_completion manifest kernel_log records store bundle_verify report_run metrics_values lm_eval \
-    save_result field_inputs; do
+    save_result field_inputs aiperf_export; do
     total=0; n=0
     for l in "$F"/logs/"$t"-*.log; do
       [ -e "$l" ] || continue

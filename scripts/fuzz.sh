@@ -18,7 +18,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo/fuzz"
 
 say() { printf 'fuzz: %s\n' "$*" >&2; }
-TARGETS=(sse_stream chat_completion manifest kernel_log records store bundle_verify report_run metrics_values lm_eval save_result field_inputs)
+TARGETS=(sse_stream chat_completion manifest kernel_log records store bundle_verify report_run metrics_values lm_eval save_result field_inputs aiperf_export)
 # Built outside the checkout, under $GAUNTLET_HOME, so that a fresh clone (CI) rebuilds only what changed.
 FUZZ_TARGET_DIR=${GAUNTLET_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/gauntlet}/fuzz-target
 BUILD=(-s none --debug-assertions --target-dir "$FUZZ_TARGET_DIR")

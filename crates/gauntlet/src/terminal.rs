@@ -308,6 +308,9 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
         if let Some(s) = gauntlet_engine::run::bench_report::spread_line(l) {
             writeln!(out, "     {s}")?;
         }
+        if let Some(s) = gauntlet_engine::run::bench_report::structured_line(l) {
+            writeln!(out, "     {s}")?;
+        }
         for c in &l.comparisons {
             writeln!(out, "     {}", gauntlet_engine::run::bench_report::comparison_line(l.concurrency, c))?;
         }

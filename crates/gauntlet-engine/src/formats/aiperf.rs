@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use gauntlet_schema::bench::{BenchRecord, Level};
 
 use super::Row;
-use crate::bench::summary::{Distribution, Values};
+use crate::bench::summary::{Distribution, HIGHEST, Values};
 
 /// The most a profile export may weigh (a record carries every chunk gap of its request: the record cap).
 pub const CAP: u64 = crate::util::bounded::RECORD_CAP;
@@ -122,12 +122,20 @@ fn metric(metrics: &Map<String, Value>, name: &str, time: bool) -> Result<Option
         return Err(format!("`metrics.{name}.unit` {}: expected tokens", short(&Value::String(unit.to_owned()))));
     };
     let what = format!("metrics.{name}.value");
+    // A time is at most a day: no benchmark request lasts longer, and a bound keeps every sum, mean and millisecond
+    // figure made from the values finite (1e308 s is a finite number whose mean or value in ms is not).
+    let checked = |x: &Value, at: &str| match number(x, at)? {
+        v if time && v * scale > HIGHEST => {
+            Err(format!("{at} {} {unit} is more than a day: not a request's time", short(x)))
+        }
+        v => Ok(v),
+    };
     let values = match m.get("value") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(a)) => {
-            a.iter().enumerate().map(|(i, x)| number(x, &format!("`{what}[{i}]`"))).collect::<Result<Vec<_>, _>>()?
+            a.iter().enumerate().map(|(i, x)| checked(x, &format!("`{what}[{i}]`"))).collect::<Result<Vec<_>, _>>()?
         }
-        Some(x) => vec![number(x, &format!("`{what}`"))?],
+        Some(x) => vec![checked(x, &format!("`{what}`"))?],
     };
     Ok(Some(values.into_iter().map(|x| x * scale).collect()))
 }
@@ -416,5 +424,31 @@ mod tests {
             r#"{"metadata": {"request_start_ns": 5, "request_end_ns": 9}, "metrics": null, "error": {"code": 500}}"#;
         let a = parse(failed, "x").unwrap();
         assert_eq!((a.completed, a.failed, a.duration_s, a.request_throughput()), (0, 1, None, None));
+    }
+
+    /// Found while fuzzing `aiperf_export`: a latency of 1e308 s is a finite number, but its value in milliseconds
+    /// (a `compare-bench` row) or the mean of two such is not. A time over a day is refused, naming its key.
+    #[test]
+    fn a_time_over_a_day_is_refused_so_every_figure_made_from_it_stays_finite() {
+        let ok = line(1, 2, 1.0, 2.0, "1", 2);
+        let huge = ok.replace("\"value\": 2, \"unit\": \"ms\"", "\"value\": 1e308, \"unit\": \"s\"");
+        assert_eq!(
+            parse(&huge, "p.jsonl").unwrap_err(),
+            "p.jsonl: line 1: `metrics.request_latency.value` 1e+308 s is more than a day: not a request's time"
+        );
+        let gap = ok.replace("[1]", "[1, 86400001]");
+        assert_eq!(
+            parse(&gap, "p.jsonl").unwrap_err(),
+            "p.jsonl: line 1: `metrics.inter_chunk_latency.value[1]` 86400001 ms is more than a day: not a request's \
+             time"
+        );
+        // A day itself reads, and every row made from it is finite.
+        let day = ok.replace("\"value\": 2, \"unit\": \"ms\"", "\"value\": 86400, \"unit\": \"s\"");
+        let a = parse(&format!("{day}\n{day}"), "p.jsonl").unwrap();
+        assert_eq!(a.latencies["e2el"].mean, 86_400.0);
+        let level: Level = serde_json::from_value(serde_json::json!({
+            "concurrency": 1, "batches": [], "samples": {}, "metrics": {}}))
+        .unwrap();
+        assert!(rows(&a, &level).iter().all(|r| r.theirs.is_finite()));
     }
 }

@@ -749,10 +749,7 @@ pub(crate) async fn run_batch(
             body
         })
         .collect();
-    // Compiled once a batch, before its release (the manifest compiled it already: an error here is a bug, and
-    // every answer of the batch is then judged invalid with it rather than the bench panicking).
-    let schema =
-        w.response_format.as_ref().map(|f| Arc::new(crate::suite::compile_schema(&f["json_schema"]["schema"])));
+    let structured = w.response_format.is_some();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let released = Instant::now();
@@ -764,7 +761,7 @@ pub(crate) async fn run_batch(
         .into_iter()
         .zip(arrivals)
         .map(|(body, at)| {
-            let (in_flight, peak, schema) = (in_flight.clone(), peak.clone(), schema.clone());
+            let (in_flight, peak) = (in_flight.clone(), peak.clone());
             let route = match &mut ways {
                 Ways::Wire(ep, pool) => Route::Wire((*ep).clone(), pool.pop()),
                 Ways::Reqwest(client) => Route::Reqwest((*client).clone()),
@@ -775,7 +772,7 @@ pub(crate) async fn run_batch(
                     // and such a request is failed with the reason instead of being waited for.
                     match std::time::Duration::try_from_secs_f64(at).ok().and_then(|d| released.checked_add(d)) {
                         Some(arrival) if arrival < deadline => tokio::time::sleep_until(arrival.into()).await,
-                        _ => return (late_arrival(at, deadline - released), None, None, false),
+                        _ => return (late_arrival(at, deadline - released), None, None, false, None),
                     }
                 }
                 peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
@@ -792,13 +789,12 @@ pub(crate) async fn run_batch(
                     }
                 };
                 in_flight.fetch_sub(1, Ordering::SeqCst);
+                let mut answer = None;
                 let record = match result {
                     Ok(a) => {
-                        // Judged on the whole answer, before the record keeps only a few KiB of its text.
-                        let failure = schema.as_deref().map(|s| match s {
-                            Ok(v) => crate::suite::schema_failure_with(&a.content, v),
-                            Err(e) => Some(e.clone()),
-                        });
+                        // A structured answer is judged whole once the batch has ended (not while other requests
+                        // still stream: the client's work must not sit in their times); the record keeps a few KiB.
+                        answer = structured.then_some(a.content);
                         let (events, text_dropped) = keep_events(a.timeline, TEXT_KEPT);
                         RequestRecord {
                             start,
@@ -808,8 +804,6 @@ pub(crate) async fn run_batch(
                             connected,
                             text_dropped,
                             timings: a.timings,
-                            structured_ok: failure.as_ref().map(Option::is_none),
-                            structured_error: failure.flatten(),
                             ..Default::default()
                         }
                     }
@@ -824,7 +818,7 @@ pub(crate) async fn run_batch(
                         ..Default::default()
                     },
                 };
-                (record, unstamped, conn, true)
+                (record, unstamped, conn, true, answer)
             })
         })
         .collect();
@@ -833,10 +827,13 @@ pub(crate) async fn run_batch(
         Ways::Reqwest(_) => Vec::new(),
     };
     let mut requests = Vec::new();
+    let mut answers = Vec::new();
     let (mut stamped, mut unstamped) = (0usize, 0usize);
-    for joined in futures_util::future::join_all(tasks).await {
+    let joined = futures_util::future::join_all(tasks).await;
+    let seconds = released.elapsed().as_secs_f64();
+    for joined in joined {
         match joined {
-            Ok((record, reads, conn, sent)) => {
+            Ok((record, reads, conn, sent, answer)) => {
                 // A request never sent (its arrival lay past the deadline) has no reads to count.
                 match (sent, reads) {
                     (false, _) => {}
@@ -844,18 +841,22 @@ pub(crate) async fn run_batch(
                     (true, _) => unstamped += 1,
                 }
                 requests.push(record);
+                answers.push(answer);
                 pool.extend(conn);
             }
-            Err(e) => requests.push(RequestRecord {
-                start: 0.0,
-                events: Vec::new(),
-                completion_tokens: None,
-                error: Some(format!("request task failed: {e}")),
-                connected: false,
-                text_dropped: 0,
-                timings: None,
-                ..Default::default()
-            }),
+            Err(e) => {
+                requests.push(RequestRecord {
+                    start: 0.0,
+                    events: Vec::new(),
+                    completion_tokens: None,
+                    error: Some(format!("request task failed: {e}")),
+                    connected: false,
+                    text_dropped: 0,
+                    timings: None,
+                    ..Default::default()
+                });
+                answers.push(None);
+            }
         }
     }
     // Reqwest's reads count as unstamped; a request whose task failed has no reads to count.
@@ -865,14 +866,33 @@ pub(crate) async fn run_batch(
         (0, _) => Some(ReceiveClock::Client),
         _ => Some(ReceiveClock::Mixed),
     };
+    if let Some(format) = &w.response_format {
+        judge(format, &mut requests, answers);
+    }
     let batch = Batch {
-        seconds: released.elapsed().as_secs_f64(),
+        seconds,
         released_monotonic_ns: released_ns,
         in_flight_max: peak.load(Ordering::SeqCst),
         receive_clock,
         requests,
     };
     (batch, pool)
+}
+
+/// Judges each answered request's whole answer (`answers`, in the order of `requests`; `None` for one not answered)
+/// against the structured-output format's schema, compiled once a batch. The manifest compiled it already: should
+/// it not compile here, every answer is judged invalid with the reason rather than the bench panicking.
+fn judge(format: &Value, requests: &mut [RequestRecord], answers: Vec<Option<String>>) {
+    let schema = crate::suite::compile_schema(&format["json_schema"]["schema"]);
+    for (r, answer) in requests.iter_mut().zip(answers) {
+        let Some(answer) = answer else { continue };
+        let failure = match &schema {
+            Ok(v) => crate::suite::schema_failure_with(&answer, v),
+            Err(e) => Some(e.clone()),
+        };
+        r.structured_ok = Some(failure.is_none());
+        r.structured_error = failure;
+    }
 }
 
 /// The record of an open-loop request whose arrival lies past the batch's deadline: never sent, failed.

@@ -94,3 +94,22 @@ fn a_malformed_trace_or_sharegpt_file_is_bad_input_named_by_its_line() {
         assert!(record.is_none(), "nothing ran");
     }
 }
+
+/// bench.html's expected hit rate per turn comes from the requests, which a bench stores apart from bench.json while
+/// it runs: read back from there, every later turn has an expected rate (it shares the turn before it), not "—".
+#[test]
+fn conversations_show_the_expected_hit_rate_of_every_later_turn_in_bench_html() {
+    let workload = "workload = { conversations = 2, turns = 3, system_words = 8, user_words = 4, assistant_words = 4 }";
+    let f = Fixture::new("field-conv").answers(good_answers()).profile(&format!("{PROFILE}{workload}"));
+    let (code, text, record) = bench(&f, "out");
+    assert_eq!(code, Some(0), "{text}");
+    let record = record.unwrap();
+    let html = std::fs::read_to_string(f.path().join("out/bench.html")).unwrap();
+    let c = record["levels"][0]["concurrency"].as_u64().unwrap();
+    for turn in 2..=3 {
+        let row = html.split(&format!("id=\"turn-c{c}-{turn}\"")).nth(1).expect("no row for the turn");
+        let row = &row[..row.find("</tr>").unwrap()];
+        let expected = row.rsplit("<td>").next().unwrap();
+        assert!(expected.ends_with(" %</td>"), "turn {turn}'s expected hit rate is not drawn: {row}");
+    }
+}

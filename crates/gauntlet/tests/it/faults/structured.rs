@@ -67,7 +67,7 @@ const VALID: &str = "{\"name\": \"Paris\", \"population\": 2102650}";
 
 /// A structured bench of the built-in prompts (8: three begin "Write", three "Explain", two "Describe") at
 /// concurrency 4, two batches: every prompt once. `describe` answers the two "Describe" prompts.
-fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, String) {
+fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, String, String) {
     let answers = vec![
         ("__token_delay_ms", "2".to_owned()),
         ("Write", VALID.to_owned()),
@@ -86,7 +86,7 @@ fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, 
     let record = std::fs::read_to_string(out.join("bench.json")).unwrap_or_else(|e| panic!("{e}: {text}"));
     let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
     let html = std::fs::read_to_string(out.join("bench.html")).unwrap();
-    (o.status.code(), serde_json::from_str(&record).unwrap(), md, html)
+    (o.status.code(), serde_json::from_str(&record).unwrap(), md, html, text)
 }
 
 fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
@@ -96,7 +96,7 @@ fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
 
 #[test]
 fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
-    let (code, record, md, html) = structured_bench(VALID);
+    let (code, record, md, html, _) = structured_bench(VALID);
     assert_eq!(code, Some(0), "{md}");
     assert_eq!(record["bench_version"], 13);
     assert_eq!(record["workload"]["response_format"]["json_schema"]["name"], "city", "{:#}", record["workload"]);
@@ -115,7 +115,7 @@ fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
 
 #[test]
 fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
-    let (code, record, md, html) = structured_bench("{\"name\": \"Paris\", \"population\": \"many\"}");
+    let (code, record, md, html, terminal) = structured_bench("{\"name\": \"Paris\", \"population\": \"many\"}");
     // A broken answer is a correctness finding of the rate, not a failed request: the bench itself ran.
     assert_eq!(code, Some(0), "{md}");
     let rs = requests(&record);
@@ -130,6 +130,7 @@ fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
     assert_eq!(*s, serde_json::json!({"requests": 8, "judged": 8, "valid": 6, "rate": 0.75}), "{s:#}");
     assert!(md.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "{md}");
     assert!(html.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "bench.html lacks the rate");
+    assert!(terminal.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "{terminal}");
 }
 
 /// A format with nothing to judge by, or one a paired A/B would send without counting, is refused before any
