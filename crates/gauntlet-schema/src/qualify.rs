@@ -10,6 +10,21 @@ use crate::string_enum;
 pub const QUALIFICATION_VERSION: u32 = 1;
 
 string_enum! {
+    /// A stage of a qualification, in the order they run: R0 provenance, R1 correctness, R2 quality, R3
+    /// determinism, R4 saturation, R5 performance, R6 drift, R7 evidence.
+    pub enum Stage {
+        R0 => "R0",
+        R1 => "R1",
+        R2 => "R2",
+        R3 => "R3",
+        R4 => "R4",
+        R5 => "R5",
+        R6 => "R6",
+        R7 => "R7",
+    }
+}
+
+string_enum! {
     /// Where a stage stands.
     pub enum StageStatus {
         Pending => "pending",
@@ -33,7 +48,7 @@ string_enum! {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageRow {
-    pub id: String,
+    pub id: Stage,
     pub title: String,
     pub status: StageStatus,
     pub file: String,
@@ -58,7 +73,7 @@ pub struct Qualification {
     pub verdict: QualificationVerdict,
     /// Some stages were not selected: the bundle is not a full qualification.
     pub partial: bool,
-    pub selected: Vec<String>,
+    pub selected: Vec<Stage>,
     pub base_url: String,
     pub command: Vec<String>,
     pub baseline: Option<String>,
@@ -66,7 +81,7 @@ pub struct Qualification {
 }
 
 impl Qualification {
-    pub fn stage(&self, id: &str) -> Option<&StageRow> {
+    pub fn stage(&self, id: Stage) -> Option<&StageRow> {
         self.stages.iter().find(|s| s.id == id)
     }
 }
@@ -75,7 +90,7 @@ impl Qualification {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageHeader {
     pub run_id: String,
-    pub stage: String,
+    pub stage: Stage,
     pub status: StageStatus,
     pub failures: Vec<String>,
 }

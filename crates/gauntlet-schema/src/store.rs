@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::bench::BenchRecord;
 use crate::identity::IdentityRecord;
-use crate::qualify::{QualificationVerdict, StageStatus};
+use crate::qualify::{QualificationVerdict, Stage, StageStatus};
 
 /// Version of the store layout this gauntlet writes. Format 2 added qualification decisions.
 pub const STORE_FORMAT: u32 = 2;
@@ -79,7 +79,7 @@ impl HistoryEntry {
 /// One stage of a promoted qualification, as its bundle reported it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionStage {
-    pub id: String,
+    pub id: Stage,
     pub status: StageStatus,
     pub summary: String,
 }

@@ -871,7 +871,7 @@ mod tests {
     #[test]
     fn keys_keep_the_declared_order() {
         assert_eq!(keys::<Slo>(), ["ttft", "tpot", "e2el"]);
-        assert_eq!(keys::<Timeouts>(), super::super::STAGES);
+        assert_eq!(keys::<Timeouts>(), super::super::Stage::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>());
         assert_eq!(&keys::<ManifestFile>()[..3], ["version", "root", "default_profile"]);
     }
 }

@@ -19,6 +19,6 @@ pub use load::{
     SpawnSpec, Target,
 };
 pub use qualify::{
-    DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, STAGES, lm_eval_task_ok, read_corpus,
+    DriftLimits, LmEval, QualifySettings, Quality, QualitySet, RATE_RANGE, Stage, lm_eval_task_ok, read_corpus,
     workload_problem,
 };

@@ -13,7 +13,7 @@ use super::fields::{Problems, Reader, join, type_name};
 use gauntlet_schema::bench::{Corpus, Workload};
 use serde_json::Value as Json;
 
-pub const STAGES: [&str; 8] = ["R0", "R1", "R2", "R3", "R4", "R5", "R6", "R7"];
+pub use gauntlet_schema::qualify::Stage;
 
 pub use super::contract::RATE_RANGE;
 pub(crate) use super::contract::{CONCURRENCY_MAX, LM_EVAL_LIMIT_MAX, MAX_TOKENS_MAX, SAMPLES_MAX, WARMUPS_MAX};
@@ -163,23 +163,23 @@ pub struct QualifySettings {
 }
 
 impl QualifySettings {
-    pub fn timeout(&self, stage: &str) -> Duration {
-        Duration::from_secs_f64(self.timeouts.get(stage).copied().unwrap_or(600.0))
+    pub fn timeout(&self, stage: Stage) -> Duration {
+        Duration::from_secs_f64(self.timeouts.get(stage.as_str()).copied().unwrap_or(600.0))
     }
 }
 
 fn default_settings(load_timeout: Duration, suite_budget: Duration) -> QualifySettings {
     let timeouts = [
-        ("R0", load_timeout.as_secs_f64() + 120.0),
-        ("R1", suite_budget.as_secs_f64() + 30.0),
-        ("R2", 900.0),
+        (Stage::R0, load_timeout.as_secs_f64() + 120.0),
+        (Stage::R1, suite_budget.as_secs_f64() + 30.0),
+        (Stage::R2, 900.0),
         // The determinism matrix asks the suite six times (reference, repeat, cold cache, streamed, the
         // concurrent copies at two slots' pace, after the restart) and waits for one more load.
-        ("R3", suite_budget.as_secs_f64() * 6.0 + load_timeout.as_secs_f64() + 30.0),
-        ("R4", 600.0),
-        ("R5", 1200.0),
-        ("R6", 60.0),
-        ("R7", 120.0),
+        (Stage::R3, suite_budget.as_secs_f64() * 6.0 + load_timeout.as_secs_f64() + 30.0),
+        (Stage::R4, 600.0),
+        (Stage::R5, 1200.0),
+        (Stage::R6, 60.0),
+        (Stage::R7, 120.0),
     ];
     QualifySettings {
         max_concurrency: 2,
@@ -199,7 +199,7 @@ fn default_settings(load_timeout: Duration, suite_budget: Duration) -> QualifySe
             max_gpu_memory_growth_mib: None,
             require_rss: true,
         },
-        timeouts: timeouts.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        timeouts: timeouts.into_iter().map(|(k, v)| (k.as_str().to_owned(), v)).collect(),
         source: None,
     }
 }
@@ -476,9 +476,9 @@ pub(crate) fn read_qualify(
         let tp = join(&path, "timeouts");
         p.unknown_keys(tt, &tp, keys::<contract::Timeouts>());
         let tr = Reader::new(tt, tp);
-        for stage in STAGES {
-            if let Some(d) = tr.duration(p, stage, Duration::from_secs(24 * 3600)) {
-                s.timeouts.insert(stage.into(), d.as_secs_f64());
+        for stage in Stage::ALL {
+            if let Some(d) = tr.duration(p, stage.as_str(), Duration::from_secs(24 * 3600)) {
+                s.timeouts.insert(stage.as_str().into(), d.as_secs_f64());
             }
         }
     }

@@ -9,7 +9,7 @@ use super::{
     MANIFEST_FILE, Qualification, QualificationVerdict, REPORT_FILE, SNAPSHOT_FILE, StageRow, StageStatus,
     verify_bundle,
 };
-use crate::manifest::STAGES;
+use crate::manifest::Stage;
 use crate::store::{DECISION_VERSION, Decision, DecisionStage};
 use crate::util::sha256_file;
 
@@ -29,7 +29,8 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
     let report: Qualification = serde_json::from_value(read(REPORT_FILE)?).map_err(|e| vec![e.to_string()])?;
     let mut refusals = Vec::new();
     if report.partial {
-        let missing: Vec<&str> = STAGES.iter().copied().filter(|s| !report.selected.iter().any(|x| x == s)).collect();
+        let missing: Vec<&str> =
+            Stage::ALL.iter().filter(|s| !report.selected.contains(s)).map(|s| s.as_str()).collect();
         refusals.push(format!(
             "a partial qualification ({} not run) is not promoted: qualify every stage",
             missing.join(", ")

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::{BASELINE_FILE, MONITOR_FILE, Qualification, StageStatus, drift};
 use crate::bench::metrics;
+use crate::manifest::Stage;
 use crate::report::html::chart::{cdf, dot_chart, line_chart};
 use crate::report::html::page::{chart, document, none, num};
 use crate::run::{BenchRecord, Level};
@@ -36,7 +37,7 @@ fn read(dir: &Path, name: &str) -> Result<String, String> {
 
 /// One row per condition of R3's matrix: its verdict and its first divergence (server text, escaped).
 fn determinism_section(dir: &Path, q: &Qualification) -> Markup {
-    if q.stage("R3").is_none_or(|s| !matches!(s.status, StageStatus::Pass | StageStatus::Fail)) {
+    if q.stage(Stage::R3).is_none_or(|s| !matches!(s.status, StageStatus::Pass | StageStatus::Fail)) {
         return none("R3 did not run: no matrix");
     }
     let parsed = read(dir, DETERMINISM_FILE).and_then(|t| {
@@ -156,7 +157,7 @@ fn comparison_section(dir: &Path, q: &Qualification) -> Markup {
     let load = |name: &str| -> Result<BenchRecord, String> {
         serde_json::from_str(&read(dir, name)?).map_err(|e| format!("`{name}` is not a bench record ({e})"))
     };
-    let r5 = q.stage("R5").map_or("r5-performance.json", |s| s.file.as_str());
+    let r5 = q.stage(Stage::R5).map_or("r5-performance.json", |s| s.file.as_str());
     let (base, now) = match (load(BASELINE_FILE), load(r5)) {
         (Ok(b), Ok(n)) => (b, n),
         (Err(why), _) | (_, Err(why)) => return html! { (title) (none(&format!("no plot: {why}"))) },
@@ -212,7 +213,7 @@ pub fn render(dir: &Path, q: &Qualification) -> String {
     ];
     let failures: Vec<(&str, &String)> =
         q.stages.iter().flat_map(|s| s.failures.iter().map(move |f| (s.id.as_str(), f))).collect();
-    let latency = ["R4", "R5"].iter().filter_map(|id| q.stage(id)).map(|row| {
+    let latency = [Stage::R4, Stage::R5].into_iter().filter_map(|id| q.stage(id)).map(|row| {
         let stage = row.id.as_str();
         if matches!(row.status, StageStatus::Pass | StageStatus::Fail | StageStatus::Inconclusive) {
             latency_section(dir, stage, &row.file)

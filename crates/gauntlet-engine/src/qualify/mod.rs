@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use crate::client::Client;
 use crate::identity::Identity;
-use crate::manifest::{Profile, STAGES, Target};
+use crate::manifest::{Profile, Stage, Target};
 use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionError, SessionOptions};
@@ -66,15 +66,15 @@ pub const BASELINE_FILE: &str = "r5-baseline.json";
 pub const HTML_FILE: &str = "qualification.html";
 
 /// What each stage is, and the file it leaves.
-pub const STAGE_INFO: [(&str, &str, &str); 8] = [
-    ("R0", "provenance: model, device, source tree, build, command, readiness", "r0-identity.json"),
-    ("R1", "correctness suite at concurrency 1", "r1-correctness.json"),
-    ("R2", "quality floor on a gold-scored set", "r2-quality.json"),
-    ("R3", "determinism matrix: repeat, concurrent, stream, prefix cache, restart", "r3-determinism.json"),
-    ("R4", "saturation: concurrency 1, 2 and max", "r4-saturation.json"),
-    ("R5", "performance samples against the matching baseline", "r5-performance.json"),
-    ("R6", "health and resource drift, kernel log", "r6-drift.json"),
-    ("R7", "evidence: files, identities, recomputed verdicts, sha256 manifest", MANIFEST_FILE),
+pub const STAGE_INFO: [(Stage, &str, &str); 8] = [
+    (Stage::R0, "provenance: model, device, source tree, build, command, readiness", "r0-identity.json"),
+    (Stage::R1, "correctness suite at concurrency 1", "r1-correctness.json"),
+    (Stage::R2, "quality floor on a gold-scored set", "r2-quality.json"),
+    (Stage::R3, "determinism matrix: repeat, concurrent, stream, prefix cache, restart", "r3-determinism.json"),
+    (Stage::R4, "saturation: concurrency 1, 2 and max", "r4-saturation.json"),
+    (Stage::R5, "performance samples against the matching baseline", "r5-performance.json"),
+    (Stage::R6, "health and resource drift, kernel log", "r6-drift.json"),
+    (Stage::R7, "evidence: files, identities, recomputed verdicts, sha256 manifest", MANIFEST_FILE),
 ];
 
 /// The instruction R2 puts before every problem (recorded in the stage file).
@@ -85,7 +85,7 @@ pub struct QualifyOptions<'a> {
     pub out_dir: &'a Path,
     pub identity: &'a Identity,
     /// Stages to run; R0 and R7 always run.
-    pub stages: Vec<String>,
+    pub stages: Vec<Stage>,
     pub baseline: Option<(BenchRecord, String)>,
     /// The profile the qualified one names in `lossless_against` (the same server without its draft): R3 then
     /// checks losslessness against it (`r3_lossless`).
@@ -97,26 +97,28 @@ pub struct QualifyOptions<'a> {
 /// stop grace).
 fn stage_limit(
     settings: &crate::manifest::QualifySettings,
-    id: &str,
+    id: Stage,
     profile: &Profile,
     opts: &QualifyOptions,
 ) -> Duration {
     let base = settings.timeout(id);
     match opts.lossless_against {
-        Some(r) if id == "R3" => base + profile.suite_budget + (r.load_timeout + r.suite_budget + r.stop_grace) * 2,
+        Some(r) if id == Stage::R3 => {
+            base + profile.suite_budget + (r.load_timeout + r.suite_budget + r.stop_grace) * 2
+        }
         _ => base,
     }
 }
 
 /// `R0,R1,R3` → the selection, with R0 and R7 added; unknown names are an error.
-pub fn parse_stages(text: &str) -> Result<Vec<String>, String> {
-    let mut out = vec!["R0".to_owned(), "R7".to_owned()];
+pub fn parse_stages(text: &str) -> Result<Vec<Stage>, String> {
+    let mut out = vec![Stage::R0, Stage::R7];
     for s in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let up = s.to_ascii_uppercase();
-        if !STAGES.contains(&up.as_str()) {
-            return Err(format!("unknown stage `{s}` (stages are {})", STAGES.join(", ")));
-        }
-        out.push(up);
+        let Ok(stage) = s.to_ascii_uppercase().parse::<Stage>() else {
+            let all: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
+            return Err(format!("unknown stage `{s}` (stages are {})", all.join(", ")));
+        };
+        out.push(stage);
     }
     out.sort();
     out.dedup();
@@ -156,11 +158,11 @@ impl Bundle {
         write_atomic(&self.dir.join(HTML_FILE), html(&self.dir, &self.report).as_bytes()).map_err(out)
     }
 
-    fn row(&mut self, id: &str) -> &mut StageRow {
+    fn row(&mut self, id: Stage) -> &mut StageRow {
         self.report.stages.iter_mut().find(|s| s.id == id).expect("every stage has a row")
     }
 
-    fn begin(&mut self, id: &str, reporter: &mut dyn Reporter) -> Result<Instant, GateError> {
+    fn begin(&mut self, id: Stage, reporter: &mut dyn Reporter) -> Result<Instant, GateError> {
         let row = self.row(id);
         row.status = StageStatus::Running;
         row.started_at = Some(now_rfc3339());
@@ -173,7 +175,7 @@ impl Bundle {
     /// Writes the stage's file and its row, then the report.
     fn finish(
         &mut self,
-        id: &str,
+        id: Stage,
         began: Instant,
         outcome: Outcome,
         timed_out: bool,
@@ -187,7 +189,7 @@ impl Bundle {
         row.timed_out = timed_out;
         row.summary = outcome.summary;
         row.failures = outcome.failures;
-        let header = StageHeader { run_id, stage: id.into(), status: row.status, failures: row.failures.clone() };
+        let header = StageHeader { run_id, stage: id, status: row.status, failures: row.failures.clone() };
         let mut file = serde_json::to_value(&header).unwrap_or(Value::Null);
         if let (Value::Object(f), Value::Object(d)) = (&mut file, outcome.data) {
             f.extend(d);
@@ -208,7 +210,7 @@ impl Bundle {
     /// Marks the pending stages not-run; R6 only with `drift_too` (after a server death its samples still tell).
     fn skip_rest(&mut self, why: &str, drift_too: bool) {
         for row in &mut self.report.stages {
-            if row.status == StageStatus::Pending && (drift_too || row.id != "R6") {
+            if row.status == StageStatus::Pending && (drift_too || row.id != Stage::R6) {
                 row.status = StageStatus::NotRun;
                 row.summary = why.into();
             }
@@ -244,15 +246,15 @@ pub fn run_qualify(
     let stages = STAGE_INFO
         .iter()
         .map(|(id, title, file)| {
-            let selected = opts.stages.iter().any(|s| s == id);
+            let selected = opts.stages.contains(id);
             StageRow {
-                id: (*id).into(),
+                id: *id,
                 title: (*title).into(),
                 status: if selected { StageStatus::Pending } else { StageStatus::NotRun },
                 file: (*file).into(),
                 started_at: None,
                 seconds: None,
-                timeout_seconds: stage_limit(settings, id, profile, opts).as_secs_f64(),
+                timeout_seconds: stage_limit(settings, *id, profile, opts).as_secs_f64(),
                 timed_out: false,
                 summary: if selected { String::new() } else { "not selected".into() },
                 failures: Vec::new(),
@@ -294,7 +296,7 @@ pub fn run_qualify(
             started_at,
             finished_at: None,
             verdict: QualificationVerdict::Running,
-            partial: STAGES.iter().any(|s| !opts.stages.iter().any(|o| o == s)),
+            partial: Stage::ALL.iter().any(|s| !opts.stages.contains(s)),
             selected: opts.stages.clone(),
             base_url: base_url.clone(),
             command,
@@ -308,13 +310,13 @@ pub fn run_qualify(
 
     // R0: provenance first (nothing starts on a wrong model), then the session: build, GPU, bracket, server,
     // readiness within the stage's budget.
-    let began = bundle.begin("R0", reporter)?;
+    let began = bundle.begin(Stage::R0, reporter)?;
     let (mut failures, mut data) = provenance(profile, opts);
     let mut session: Option<Session> = None;
     let mut monitor: Option<Monitor> = None;
     let mut timed_out = false;
     if failures.is_empty() {
-        let limit = settings.timeout("R0").saturating_sub(began.elapsed()).max(Duration::from_secs(1));
+        let limit = settings.timeout(Stage::R0).saturating_sub(began.elapsed()).max(Duration::from_secs(1));
         let session_opts = SessionOptions { out_dir: dir, ready_limit: Some(limit), built: None, announce_cases: None };
         match Session::open(profile, session_opts, &rt, reporter) {
             Ok(s) => session = Some(s),
@@ -366,8 +368,8 @@ pub fn run_qualify(
         _ if failures.is_empty() => "ready (attached)".into(),
         _ => failures[0].clone(),
     };
-    bundle.finish("R0", began, Outcome::judged(failures, summary, data), timed_out, reporter)?;
-    let r0_passed = bundle.report.stage("R0").is_some_and(|s| s.status == StageStatus::Pass);
+    bundle.finish(Stage::R0, began, Outcome::judged(failures, summary, data), timed_out, reporter)?;
+    let r0_passed = bundle.report.stage(Stage::R0).is_some_and(|s| s.status == StageStatus::Pass);
     if !r0_passed {
         bundle.skip_rest("R0 failed: the run stops", true);
     }
@@ -376,7 +378,7 @@ pub fn run_qualify(
     let mut dead: Option<String> = None;
     // Samples of monitors stopped before the end (R3 pauses it around its restart).
     let mut samples_before = 0usize;
-    for id in ["R1", "R2", "R3", "R4", "R5"] {
+    for id in [Stage::R1, Stage::R2, Stage::R3, Stage::R4, Stage::R5] {
         if bundle.report.stage(id).is_none_or(|s| s.status != StageStatus::Pending) {
             continue;
         }
@@ -397,9 +399,9 @@ pub fn run_qualify(
         let limit = stage_limit(settings, id, profile, opts);
         let work = async {
             match id {
-                "R1" => correctness(&client, profile).await,
-                "R2" => quality(&client, profile, dir).await,
-                "R3" => {
+                Stage::R1 => correctness(&client, profile).await,
+                Stage::R2 => quality(&client, profile, dir).await,
+                Stage::R3 => {
                     let restart = Restart {
                         session: session.as_mut(),
                         monitor: &mut monitor,
@@ -411,7 +413,10 @@ pub fn run_qualify(
                     };
                     determinism(&client, profile, restart).await
                 }
-                "R4" => saturation(&client, profile, session.as_mut().and_then(Session::process_mut), reporter).await,
+                Stage::R4 => {
+                    saturation(&client, profile, session.as_mut().and_then(Session::process_mut), reporter).await
+                }
+                // R5: the loop runs R1 to R5.
                 _ => {
                     performance(
                         &client,
@@ -457,8 +462,8 @@ pub fn run_qualify(
         None => (None, gauntlet_schema::SentryRecord::default(), Vec::new()),
     };
 
-    if bundle.report.stage("R6").is_some_and(|s| s.status == StageStatus::Pending) {
-        let began = bundle.begin("R6", reporter)?;
+    if bundle.report.stage(Stage::R6).is_some_and(|s| s.status == StageStatus::Pending) {
+        let began = bundle.begin(Stage::R6, reporter)?;
         let outcome = resource_drift(
             dir,
             profile,
@@ -467,11 +472,11 @@ pub fn run_qualify(
             &sentry_findings,
             stop.map(|s: gauntlet_schema::StopOutcome| s.as_str()),
         );
-        bundle.finish("R6", began, outcome, false, reporter)?;
+        bundle.finish(Stage::R6, began, outcome, false, reporter)?;
     }
 
     // R7: the bundle judged as `gauntlet verify` will judge it, then its manifest of sha256s.
-    let began = bundle.begin("R7", reporter)?;
+    let began = bundle.begin(Stage::R7, reporter)?;
     let mut problems = verify::check(dir, false);
     problems.extend(verify::not_regular(dir));
     let files = verify::inventory(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
@@ -483,7 +488,13 @@ pub fn run_qualify(
     } else {
         problems[0].clone()
     };
-    bundle.finish("R7", began, Outcome { status, summary, failures: problems, data: manifest }, false, reporter)?;
+    bundle.finish(
+        Stage::R7,
+        began,
+        Outcome { status, summary, failures: problems, data: manifest },
+        false,
+        reporter,
+    )?;
 
     bundle.report.verdict = fold(&bundle.report.stages);
     bundle.report.finished_at = Some(now_rfc3339());

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::client::Client;
-use crate::manifest::{LmEval, Profile, QualitySet};
+use crate::manifest::{LmEval, Profile, QualitySet, Stage};
 use crate::server::{ServerProcess, describe_exit};
 
 /// The lm-eval release R2 is written against (its CLI flags, results layout and model name).
@@ -58,9 +58,9 @@ pub fn find_lm_eval() -> Result<PathBuf, String> {
 }
 
 /// Before anything starts: a qualification whose R2 needs lm-eval is infrastructure-blocked without it.
-pub(crate) fn preflight(profile: &Profile, stages: &[String]) -> Result<(), String> {
+pub(crate) fn preflight(profile: &Profile, stages: &[Stage]) -> Result<(), String> {
     match &profile.qualify.quality.set {
-        QualitySet::LmEval(_) if stages.iter().any(|s| s == "R2") => find_lm_eval().map(|_| ()),
+        QualitySet::LmEval(_) if stages.contains(&Stage::R2) => find_lm_eval().map(|_| ()),
         _ => Ok(()),
     }
 }
@@ -215,7 +215,7 @@ pub(super) type Judged = (Vec<String>, String, Value);
 /// Runs lm-eval on `lm`'s tasks against the session's server, with `dir` the bundle.
 pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &Path) -> Judged {
     let floor = profile.qualify.quality.floor;
-    let deadline = Instant::now() + profile.qualify.timeout("R2").saturating_sub(STOP_MARGIN);
+    let deadline = Instant::now() + profile.qualify.timeout(Stage::R2).saturating_sub(STOP_MARGIN);
     let set = json!({"id": "lm-eval", "tasks": lm.tasks, "limit": lm.limit, "metric": lm.metric,
         "task_files": lm.include_path.as_deref().map(task_files)});
     let fail =

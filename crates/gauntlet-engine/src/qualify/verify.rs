@@ -12,7 +12,7 @@ use super::{
     QualityItem, REPORT_FILE, SNAPSHOT_FILE, StageStatus, correctness_failures, drift, fold, quality_problems,
     quality_verdict, words,
 };
-use crate::manifest::{LmEval, QualifySettings, QualitySet};
+use crate::manifest::{LmEval, QualifySettings, QualitySet, Stage};
 use crate::run::{BenchRecord, Level, Workload};
 use crate::util::bounded::{self, EVIDENCE_CAP, RECORD_CAP, ReadError, plain_name};
 use gauntlet_schema::IdentityRecord;
@@ -105,7 +105,7 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
     };
 
     for row in &report.stages {
-        if row.id == "R7" && !finished {
+        if row.id == Stage::R7 && !finished {
             continue;
         }
         match row.status {
@@ -135,18 +135,18 @@ pub(super) fn check(dir: &Path, finished: bool) -> Vec<String> {
             }
             continue;
         }
-        let recomputed = match row.id.as_str() {
-            "R0" => r0(&file, &snapshot, &report, &mut problems),
-            "R1" => r1(&file, &snapshot, &mut problems),
-            "R2" => r2(dir, &file, &settings, &mut problems),
-            "R3" => r3(dir, &file, &mut problems),
-            "R4" => {
-                levels(&file, "R4", &mut problems);
+        let recomputed = match row.id {
+            Stage::R0 => r0(&file, &snapshot, &report, &mut problems),
+            Stage::R1 => r1(&file, &snapshot, &mut problems),
+            Stage::R2 => r2(dir, &file, &settings, &mut problems),
+            Stage::R3 => r3(dir, &file, &mut problems),
+            Stage::R4 => {
+                levels(&file, Stage::R4, &mut problems);
                 None
             }
-            "R5" => r5(dir, &file, &mut problems),
-            "R6" => r6(dir, &file, &settings, &mut problems),
-            _ => r7(dir, &file, &mut problems),
+            Stage::R5 => r5(dir, &file, &mut problems),
+            Stage::R6 => r6(dir, &file, &settings, &mut problems),
+            Stage::R7 => r7(dir, &file, &mut problems),
         };
         if let Some(status) = recomputed
             && status != row.status
@@ -385,7 +385,7 @@ fn json_word<T: serde::Serialize>(v: &T) -> String {
 }
 
 /// Recomputes every level's metrics and per-batch samples from its raw batches; they must be equal.
-fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<Level>> {
+fn levels(file: &Value, stage: Stage, problems: &mut Vec<String>) -> Option<Vec<Level>> {
     let workload: Workload = parse(&file["workload"], &format!("{stage}: workload"), problems)?;
     let stored: Vec<Level> = parse(&file["levels"], &format!("{stage}: levels"), problems)?;
     let mut out = Vec::new();
@@ -407,7 +407,7 @@ fn levels(file: &Value, stage: &str, problems: &mut Vec<String>) -> Option<Vec<L
 }
 
 fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatus> {
-    let mut recomputed = levels(file, "R5", problems)?;
+    let mut recomputed = levels(file, Stage::R5, problems)?;
     let baseline = if file["baseline"].is_null() {
         None
     } else {
