@@ -200,14 +200,16 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
 pub fn not_judged_reason(contention: f64, limit: f64, threads: u32, side: &str) -> String {
     let why = if threads > 1 {
         format!(
-            "{threads} threads share the decode and meet every token, so one that waits stalls the others              uncounted; the correction holds only up to {:.0} %",
+            "{threads} threads share the decode and meet every token, so one that waits stalls the others \
+             uncounted; the correction holds only up to {:.0} %",
             limit * 100.0
         )
     } else {
         format!("too little of the time was the server's own to correct the rate (limit {:.0} %)", limit * 100.0)
     };
     format!(
-        "the server's threads spent {:.0} % of their time in {side}'s cases waiting for CPUs other processes held;          {why}",
+        "the server's threads spent {:.0} % of their time in {side}'s cases waiting for CPUs other processes held; \
+         {why}",
         contention * 100.0
     )
 }
