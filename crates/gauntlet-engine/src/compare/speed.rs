@@ -200,14 +200,16 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
 pub fn not_judged_reason(contention: f64, limit: f64, threads: u32, side: &str) -> String {
     let why = if threads > 1 {
         format!(
-            "{threads} threads share the decode and meet every token, so one that waits stalls the others              uncounted; the correction holds only up to {:.0} %",
+            "{threads} threads share the decode and meet every token, so one that waits stalls the others \
+             uncounted; the correction holds only up to {:.0} %",
             limit * 100.0
         )
     } else {
         format!("too little of the time was the server's own to correct the rate (limit {:.0} %)", limit * 100.0)
     };
     format!(
-        "the server's threads spent {:.0} % of their time in {side}'s cases waiting for CPUs other processes held;          {why}",
+        "the server's threads spent {:.0} % of their time in {side}'s cases waiting for CPUs other processes held; \
+         {why}",
         contention * 100.0
     )
 }
@@ -456,5 +458,14 @@ mod tests {
         assert_eq!(kind(load_finding(13.6, 8.7, cpu(2.1, 13.5), cpu(2.07, 13.2), &t)), warn, "not waiting for a CPU");
         assert_eq!(kind(load_finding(13.6, 8.7, None, cpu(2.07, 13.2), &t)), warn, "no account: the wall time");
         assert_eq!(kind(load_finding(1.2, 0.84, cpu(0.9, 5.0), cpu(0.8, 0.1), &t)), None, "under the line");
+        // The same longer load with 14 of its 24.4 s of wait throttled by the server's own quota: the wait for other
+        // processes (10.4 s) explains 0.7 s of the 7.7 s, a warning; all of it throttled, a warning too.
+        let throttled =
+            |c: f64, w: f64, th: f64| Some(LoadCpu { cpu_seconds: c, wait_seconds: w, throttled_seconds: Some(th) });
+        assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 24.407, 14.0), cpu(1.81, 9.746), &t)), warn);
+        assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 24.407, 24.407), cpu(1.81, 9.746), &t)), warn);
+        // Throttled on the baseline too, as much: the busy machine's share is what is left, a note.
+        let base = throttled(1.81, 19.746, 10.0);
+        assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 34.407, 10.0), base, &t)), note);
     }
 }

@@ -435,8 +435,7 @@ impl ServerProcess {
                 seen = true;
             }
         }
-        let threads = super::sched::Sample::take(&members, None);
-        account.wait_seconds = threads.since(&super::sched::Sample::default()).map_or(0.0, |a| a.wait_ns as f64 / 1e9);
+        account.wait_seconds = super::sched::Sample::take(&members, None).total_wait_ns() as f64 / 1e9;
         account.throttled_seconds = super::sched::cpu_group_of(self.pgid).and_then(|g| {
             let now = super::sched::throttled_ns(&g)?;
             let from = self.spawn_throttle.as_ref().filter(|(g0, _)| *g0 == g).map_or(0, |(_, t)| *t);

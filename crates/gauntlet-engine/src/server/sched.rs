@@ -143,6 +143,12 @@ impl Sample {
         Sample { threads, group }
     }
 
+    /// Nanoseconds every sampled thread has waited for a CPU since it started, summed (threads that wait side by
+    /// side each count): the load's account, where every thread's start is in the measured span.
+    pub fn total_wait_ns(&self) -> u64 {
+        self.threads.values().fold(0u64, |a, (_, w)| a.saturating_add(*w))
+    }
+
     /// The group whose throttled time this sample holds.
     pub fn group(&self) -> Option<&Path> {
         self.group.as_ref().map(|(g, _)| g.as_path())
@@ -247,6 +253,8 @@ mod tests {
         // A counter that went backwards, or no thread at all: no account.
         assert_eq!(before.since(&after), None);
         assert_eq!(sample(&[], Some(1)).since(&before), None);
+        // The load's account sums every thread's wait, busy or not.
+        assert_eq!(after.total_wait_ns(), 300_500 + 1_010);
     }
 
     #[test]

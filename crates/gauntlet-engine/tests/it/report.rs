@@ -332,13 +332,15 @@ fn decode_is_corrected_onto_the_servers_cpu_clock_and_not_judged_under_heavy_con
     let found = speed(&run, &base);
     assert_eq!(kinds(found.clone()), [("speed-not-judged".to_string(), Severity::Info)]);
     assert!(found[0].2.contains("90 %") && found[0].2.contains("limit 85 %"), "{found:?}");
+    assert!(found[0].2.contains("other processes held; too little"), "{found:?}");
     let j = gauntlet_engine::compare::speed::judgement(&run, &base).unwrap();
     assert!(!j.judged && j.contention == Some(0.9), "{j:?}");
     // Two threads share the decode: 20 % contention is past their 10 %; 5 % is not.
     accounted(&mut run, &scaled(0.5), 0.4, 0.1, 0.0, 2);
     let found = speed(&run, &base);
     assert_eq!(kinds(found.clone()), [("speed-not-judged".to_string(), Severity::Info)]);
-    assert!(found[0].2.contains("2 threads share the decode"), "{found:?}");
+    assert!(found[0].2.contains("2 threads share the decode and meet every token, so one"), "{found:?}");
+    assert!(!found[0].2.contains("  "), "one space between words: {found:?}");
     accounted(&mut run, &scaled(0.5), 0.4, 0.021, 0.0, 2);
     assert_eq!(kinds(speed(&run, &base)), [("slow-decode".to_string(), Severity::Warn)]);
     // A version-10 baseline has no account: uncorrected, as before, and said.
