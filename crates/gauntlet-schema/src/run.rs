@@ -470,7 +470,8 @@ pub struct SpeedCheck {
     /// an account.
     pub contention: Option<f64>,
     /// The most threads that shared the decode in any case (a thread counts when it ran at least a quarter of the
-    /// busiest thread's CPU time).
+    /// busiest thread's CPU time, and several count as sharing only when they were on a CPU or waiting for one for
+    /// at least half of the request each; threads that slept through most of it count as one).
     pub busy_threads: u32,
     /// Summed over the cases.
     pub throttled_seconds: f64,

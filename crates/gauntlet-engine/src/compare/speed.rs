@@ -77,7 +77,21 @@ pub fn case_cpu(case: &str, cpu: f64, wait: f64, throttled: f64, wall: f64, busy
     }
 }
 
-/// A run's speed check from its cases' accounts: contention pooled over them, the most threads any case kept busy.
+/// The threads that shared a case's decode in the sense of [`CONTENTION_LIMIT_SHARED`]: its busy threads when they
+/// were on a CPU or waiting for one for at least half of the request each (a compute-bound decode whose threads
+/// meet every token), else 1. Threads that slept through most of the request (a server waiting on a GPU, a timer,
+/// I/O) do not meet at a compute barrier, and what they waited is a share of the wall time that the correction
+/// takes out ([`span`]); counting them as a shared decode would hold a sleeping server to the 10 % limit, which a
+/// busy runner's wake-up delays alone pass.
+fn decode_threads(c: &CaseCpu) -> u32 {
+    let runnable = c.cpu_seconds + c.wait_seconds;
+    let compute_bound = !(c.wall_seconds.is_finite() && c.wall_seconds > 0.0 && runnable.is_finite())
+        || runnable >= 0.5 * f64::from(c.busy_threads) * c.wall_seconds;
+    if c.busy_threads > 1 && !compute_bound { 1 } else { c.busy_threads }
+}
+
+/// A run's speed check from its cases' accounts: contention pooled over them, the most threads that shared any
+/// case's decode ([`decode_threads`]).
 pub fn speed_check(cases: Vec<CaseCpu>, cpu_group: Option<String>) -> SpeedCheck {
     let sum = |f: fn(&CaseCpu) -> f64| cases.iter().map(f).sum::<f64>();
     let (cpu, wait, throttled) = (sum(|c| c.cpu_seconds), sum(|c| c.wait_seconds), sum(|c| c.throttled_seconds));
@@ -85,7 +99,7 @@ pub fn speed_check(cases: Vec<CaseCpu>, cpu_group: Option<String>) -> SpeedCheck
     let total = sum(|c| span(c.cpu_seconds, c.wait_seconds, c.wall_seconds));
     SpeedCheck {
         contention: (!cases.is_empty()).then(|| contention(cpu, wait, throttled, total)),
-        busy_threads: cases.iter().map(|c| c.busy_threads).max().unwrap_or(0),
+        busy_threads: cases.iter().map(decode_threads).max().unwrap_or(0),
         throttled_seconds: throttled,
         cpu_group,
         judgement: None,
@@ -424,6 +438,23 @@ mod tests {
         assert_eq!(check.busy_threads, 2);
         assert!((check.throttled_seconds - 0.2).abs() < 1e-12);
         assert_eq!(speed_check(Vec::new(), None).contention, None);
+    }
+
+    #[test]
+    fn threads_that_slept_through_the_request_do_not_share_a_compute_bound_decode() {
+        // Two threads that ran or waited through a 0.4 s request each (llama.cpp's barrier): shared.
+        let two = speed_check(vec![case_cpu("a", 0.5, 0.3, 0.0, 0.4, 2)], None);
+        assert_eq!(two.busy_threads, 2);
+        assert_eq!(contention_limit(two.busy_threads), CONTENTION_LIMIT_SHARED);
+        // Two threads with a few milliseconds each in a 0.5 s request (a server sleeping between tokens, or waiting
+        // on a GPU): one decode, judged up to the one-thread limit.
+        let sleeping = speed_check(vec![case_cpu("a", 0.004, 0.02, 0.0, 0.5, 2)], None);
+        assert_eq!(sleeping.busy_threads, 1);
+        assert_eq!(contention_limit(sleeping.busy_threads), CONTENTION_LIMIT_ONE_THREAD);
+        // Half of the request each is the line; no wall time to compare with keeps the busy count.
+        assert_eq!(speed_check(vec![case_cpu("a", 0.3, 0.1, 0.0, 0.4, 2)], None).busy_threads, 2);
+        assert_eq!(speed_check(vec![case_cpu("a", 0.2, 0.1, 0.0, 0.4, 2)], None).busy_threads, 1);
+        assert_eq!(speed_check(vec![case_cpu("a", 0.01, 0.0, 0.0, f64::NAN, 3)], None).busy_threads, 3);
     }
 
     fn thresholds() -> Thresholds {
