@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use gauntlet_schema::Metric;
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
+use gauntlet_schema::{Metric, StopOutcome};
 use serde_json::{Map, Value, json};
 
 use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
@@ -256,11 +256,11 @@ fn close(member: Member, profile: &Profile, mut session: Session, rt: &tokio::ru
         ledger.server_metrics[slot(member)].push(m);
     }
     let (closed, sentry_findings) = session.close(profile, false, &Value::Null);
-    let stop = closed.stop.as_str();
-    if stop != "terminated" && stop != "attached" {
+    let stop = closed.stop;
+    if !matches!(stop, StopOutcome::Terminated | StopOutcome::Attached) {
         ledger.problems.push(format!("{member:?} (`{}`): server stop: {stop}", profile.name));
     }
-    ledger.stops[slot(member)].push(stop.to_owned());
+    ledger.stops[slot(member)].push(stop.as_str().to_owned());
     ledger.findings.extend(closed.life.findings);
     ledger.findings.extend(sentry_findings);
 }
