@@ -112,6 +112,8 @@ pub enum FindingKind {
     RuntimeFault,
     /// A number the server sent (a `/metrics` value, or its change) is not finite: kept as a marker, left out.
     NonFiniteValue,
+    /// The server's build step failed (a spawned server built from source).
+    BuildFailed,
     /// Any other name, kept verbatim.
     Other(String),
 }
@@ -120,6 +122,7 @@ impl FindingKind {
     /// Every named kind.
     pub const ALL: &'static [FindingKind] = &[
         FindingKind::Crash,
+        FindingKind::BuildFailed,
         FindingKind::NeverLoaded,
         FindingKind::RequestError,
         FindingKind::OverBudget,
@@ -165,6 +168,7 @@ impl FindingKind {
     pub fn as_str(&self) -> &str {
         match self {
             FindingKind::Crash => "crash",
+            FindingKind::BuildFailed => "build-failed",
             FindingKind::NeverLoaded => "never-loaded",
             FindingKind::RequestError => "request-error",
             FindingKind::OverBudget => "over-budget",
@@ -212,6 +216,7 @@ impl FindingKind {
     pub fn parse(s: &str) -> FindingKind {
         match s {
             "crash" => FindingKind::Crash,
+            "build-failed" => FindingKind::BuildFailed,
             "never-loaded" => FindingKind::NeverLoaded,
             "request-error" => FindingKind::RequestError,
             "over-budget" => FindingKind::OverBudget,
@@ -269,6 +274,7 @@ impl std::fmt::Display for FindingKind {
     }
 }
 
+/// Comparison with a record's spelling, for tests that read records as text; code compares kinds.
 impl PartialEq<&str> for FindingKind {
     fn eq(&self, other: &&str) -> bool {
         self.as_str() == *other

@@ -3,7 +3,8 @@
 //! keep reading and outputs must keep their bytes.
 
 /// Declares an enum whose variants serialize as the given strings, with `as_str`, `Display`, `FromStr` and
-/// comparison with a `&str` (so that `record.status == "pass"` reads the same as before).
+/// comparison with a `&str` (so that a test's `record.status == "pass"` reads the same as before; the code itself
+/// compares variants, which a misspelling cannot compile into).
 #[macro_export]
 macro_rules! string_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal,)+ }) => {

@@ -34,6 +34,7 @@ use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
 use crate::session::{Session, SessionError, SessionOptions};
 use crate::util::{now_rfc3339, write_atomic};
+use gauntlet_schema::FindingKind;
 
 // The bundle's file types live in the schema crate; re-exported so that callers keep their paths.
 pub use gauntlet_schema::qualify::{
@@ -334,7 +335,8 @@ pub fn run_qualify(
         if let Some(b) = &s.build_identity {
             data["identity_build"] = b.clone();
         }
-        failures.extend(s.life.findings.iter().filter(|f| f.kind == "build-failed").map(|f| f.message.clone()));
+        failures
+            .extend(s.life.findings.iter().filter(|f| f.kind == FindingKind::BuildFailed).map(|f| f.message.clone()));
         match &s.load {
             Err(why) => {
                 if failures.is_empty() {
@@ -455,23 +457,26 @@ pub fn run_qualify(
         Some(s) => {
             let (closed, mut findings) = s.close(profile, dead.is_some(), &opts.identity.runtime);
             // The lifecycle's own findings (killed, stuck, leftover processes) are judged with the kernel's in R6.
-            let lifecycle = closed.life.findings.into_iter().filter(|f| f.kind != "build-failed" && f.kind != "crash");
+            let lifecycle = closed
+                .life
+                .findings
+                .into_iter()
+                .filter(|f| !matches!(f.kind, FindingKind::BuildFailed | FindingKind::Crash));
             findings.extend(lifecycle);
-            (Some(closed.stop).filter(|s| s != "attached" && s != "not-started"), closed.sentry, findings)
+            (
+                Some(closed.stop).filter(|s| {
+                    !matches!(s, gauntlet_schema::StopOutcome::Attached | gauntlet_schema::StopOutcome::NotStarted)
+                }),
+                closed.sentry,
+                findings,
+            )
         }
         None => (None, gauntlet_schema::SentryRecord::default(), Vec::new()),
     };
 
     if bundle.report.stage(Stage::R6).is_some_and(|s| s.status == StageStatus::Pending) {
         let began = bundle.begin(Stage::R6, reporter)?;
-        let outcome = resource_drift(
-            dir,
-            profile,
-            samples_taken,
-            &sentry,
-            &sentry_findings,
-            stop.map(|s: gauntlet_schema::StopOutcome| s.as_str()),
-        );
+        let outcome = resource_drift(dir, profile, samples_taken, &sentry, &sentry_findings, stop);
         bundle.finish(Stage::R6, began, outcome, false, reporter)?;
     }
 

@@ -15,7 +15,7 @@ pub(super) fn resource_drift(
     samples_taken: usize,
     sentry: &gauntlet_schema::SentryRecord,
     sentry_findings: &[gauntlet_schema::Finding],
-    stop: Option<&str>,
+    stop: Option<gauntlet_schema::StopOutcome>,
 ) -> Outcome {
     let text =
         crate::util::bounded::read_text(&dir.join(MONITOR_FILE), crate::util::bounded::RECORD_CAP).unwrap_or_default();
@@ -36,7 +36,7 @@ pub(super) fn resource_drift(
         failures.push(format!("kernel log: {}", f.message));
     }
     if let Some(s) = stop
-        && s != "terminated"
+        && s != gauntlet_schema::StopOutcome::Terminated
     {
         failures.push(format!("server stop: {s}"));
     }

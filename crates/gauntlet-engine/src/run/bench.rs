@@ -12,7 +12,7 @@ pub use gauntlet_schema::bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload,
 };
-use gauntlet_schema::{Metric, ReceiveClock, TimingSource};
+use gauntlet_schema::{Metric, ReceiveClock, StopOutcome, TimingSource};
 use serde_json::{Value, json};
 
 use super::bench_spill::{self, Spill};
@@ -179,7 +179,7 @@ pub fn run_bench(
     let spreads = between_session_spreads(base, &history, &levels, workload, &rules);
     let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads);
     problems.extend(assessed);
-    if closed.stop != "terminated" && closed.stop != "attached" {
+    if !matches!(closed.stop, StopOutcome::Terminated | StopOutcome::Attached) {
         problems.push(format!("server stop: {}", closed.stop));
     }
     // A device fault, a stuck server or a failed build fails the bench whatever its numbers say.

@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use gauntlet_schema::Metric;
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
+use gauntlet_schema::{Metric, StopOutcome};
 use serde_json::{Map, Value, json};
 
 use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
@@ -112,8 +112,10 @@ fn value_of(m: &RequestMetrics, metric: Metric) -> Option<f64> {
     .filter(|v| v.is_finite() && *v > 0.0)
 }
 
-/// The decode metric's name in `paired.json`.
-const DECODE: &str = "decode_tokens_per_second";
+/// The decode metric's key in `paired.json` ([`Metric::DecodeRate`]'s).
+fn decode_name() -> &'static str {
+    Metric::DecodeRate.paired_key().unwrap_or(Metric::DecodeRate.key())
+}
 /// A pair's decode rates on the servers' own clocks (llama.cpp's `timings.predicted_per_second`, and each engine's
 /// equivalent: `ServerTimings`), kept beside the client's: the decode metric is judged on them when every pair has
 /// them from one engine ([`decode_key`]).
@@ -127,22 +129,22 @@ fn server_rate(r: &RequestRecord) -> Option<f64> {
 /// Which of a pair's values the decode metric is judged on, and the words for that clock: the servers' own rates
 /// ([`SERVER_DECODE`]) when every pair with a decode value has both members' server rates from one engine (a
 /// request's rate on the client's clock carries the client's scheduling; the server's does not), else the
-/// client's ([`DECODE`]) with the reason.
+/// client's ([`Metric::DecodeRate`]) with the reason.
 pub fn decode_key(pairs: &[Pair]) -> (&'static str, String) {
     let mut engine = None;
-    for p in pairs.iter().filter(|p| p.values.contains_key(DECODE)) {
+    for p in pairs.iter().filter(|p| p.values.contains_key(decode_name())) {
         if !p.values.contains_key(SERVER_DECODE) {
-            return (DECODE, "client clock (not every request carried the server's own decode rate)".into());
+            return (decode_name(), "client clock (not every request carried the server's own decode rate)".into());
         }
         let (a, b) = (p.a.timings.map(|t| t.source), p.b.timings.map(|t| t.source));
         if a != b || (engine.is_some() && engine != a) {
-            return (DECODE, "client clock (the two servers' timings come from different engines)".into());
+            return (decode_name(), "client clock (the two servers' timings come from different engines)".into());
         }
         engine = a;
     }
     match engine {
         Some(e) => (SERVER_DECODE, super::bench::server_clock_words(e.as_str())),
-        None => (DECODE, "client clock (no pair with a decode rate)".into()),
+        None => (decode_name(), "client clock (no pair with a decode rate)".into()),
     }
 }
 
@@ -256,11 +258,11 @@ fn close(member: Member, profile: &Profile, mut session: Session, rt: &tokio::ru
         ledger.server_metrics[slot(member)].push(m);
     }
     let (closed, sentry_findings) = session.close(profile, false, &Value::Null);
-    let stop = closed.stop.as_str();
-    if stop != "terminated" && stop != "attached" {
+    let stop = closed.stop;
+    if !matches!(stop, StopOutcome::Terminated | StopOutcome::Attached) {
         ledger.problems.push(format!("{member:?} (`{}`): server stop: {stop}", profile.name));
     }
-    ledger.stops[slot(member)].push(stop.to_owned());
+    ledger.stops[slot(member)].push(stop.as_str().to_owned());
     ledger.findings.extend(closed.life.findings);
     ledger.findings.extend(sentry_findings);
 }
@@ -361,7 +363,8 @@ pub fn run_paired(
         let values = match (&ma, &mb) {
             (Ok(x), Ok(y)) => {
                 let mut v = values(x, y);
-                if let (Some(sa), Some(sb), true) = (server_rate(&ra), server_rate(&rb), v.contains_key(DECODE)) {
+                if let (Some(sa), Some(sb), true) = (server_rate(&ra), server_rate(&rb), v.contains_key(decode_name()))
+                {
                     v.insert(SERVER_DECODE.to_owned(), [sa, sb]);
                 }
                 v

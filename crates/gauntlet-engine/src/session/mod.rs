@@ -30,7 +30,7 @@ mod steps;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::{Finding, SentryRecord, ServerEvent, Severity};
+use gauntlet_schema::{Finding, FindingKind, SentryRecord, ServerEvent, Severity};
 use serde_json::Value;
 
 use crate::build::{BuildError, BuildOutcome};
@@ -156,7 +156,13 @@ impl Lifecycle {
         });
     }
 
-    pub fn finding(&mut self, kind: &str, severity: Severity, message: impl Into<String>, case: Option<&str>) {
+    pub fn finding(
+        &mut self,
+        kind: impl Into<FindingKind>,
+        severity: Severity,
+        message: impl Into<String>,
+        case: Option<&str>,
+    ) {
         self.findings.push(Finding {
             kind: kind.into(),
             severity,
@@ -303,12 +309,12 @@ impl Session {
                         o.record.exit.as_deref().unwrap_or("?"),
                         tail.join("\n")
                     );
-                    life.finding("build-failed", Severity::Fail, what.clone(), None);
+                    life.finding(FindingKind::BuildFailed, Severity::Fail, what.clone(), None);
                     session.load = Err(format!("the build of server `{}` failed", o.record.server));
                     build_failed = true;
                 } else if let Some(problem) = crate::manifest::executable_problem(&s.binary) {
                     let what = format!("the build of server `{}` ended but left no server: {problem}", o.record.server);
-                    life.finding("build-failed", Severity::Fail, what, None);
+                    life.finding(FindingKind::BuildFailed, Severity::Fail, what, None);
                     session.load = Err(format!("the build of server `{}` left no binary", o.record.server));
                     build_failed = true;
                 }

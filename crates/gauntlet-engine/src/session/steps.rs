@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::{Finding, Severity, StopOutcome as Stop};
+use gauntlet_schema::{Finding, FindingKind, Severity, StopOutcome as Stop};
 use serde_json::{Value, json};
 
 use super::{KERNEL_LOG_GRACE, Lifecycle, Reporter, RunEvent, SessionError};
@@ -172,7 +172,7 @@ pub(super) async fn wait_ready(
     let fatal = |life: &mut Lifecycle, what: String| {
         let what = format!("the server refused readiness: {what}");
         life.event("load-refused", what.clone());
-        life.finding("never-loaded", Severity::Fail, what.clone(), None);
+        life.finding(FindingKind::NeverLoaded, Severity::Fail, what.clone(), None);
         NotReady::Failed(what)
     };
     // Polls fast at first (a small model is ready in well under a second) and backs off to 100 ms: the poll's
@@ -184,7 +184,7 @@ pub(super) async fn wait_ready(
         {
             let what = format!("server exited during load ({})", describe_exit(status));
             life.event("crashed", what.clone());
-            life.finding("crash", Severity::Fail, what.clone(), None);
+            life.finding(FindingKind::Crash, Severity::Fail, what.clone(), None);
             return Err(NotReady::Failed(what));
         }
         let now = Instant::now();
@@ -194,7 +194,7 @@ pub(super) async fn wait_ready(
                 humantime::format_duration(profile.load_timeout)
             );
             life.event("load-timeout", what.clone());
-            life.finding("never-loaded", Severity::Fail, what.clone(), None);
+            life.finding(FindingKind::NeverLoaded, Severity::Fail, what.clone(), None);
             return Err(NotReady::Failed(what));
         }
         let probe = Duration::from_secs(2).min(deadline - now);
@@ -271,7 +271,7 @@ pub(super) async fn wait_ready(
             && let Err(why) = p.owns_listener(spec.port)
         {
             life.event("port-taken", why.clone());
-            life.finding("never-loaded", Severity::Fail, why.clone(), None);
+            life.finding(FindingKind::NeverLoaded, Severity::Fail, why.clone(), None);
             return Err(NotReady::Failed(why));
         }
         if let Some(probe) = answered {
@@ -290,7 +290,7 @@ pub(super) async fn wait_ready(
                         match p.owns_listener(spec.port) {
                             Err(why) => {
                                 life.event("port-taken", why.clone());
-                                life.finding("never-loaded", Severity::Fail, why.clone(), None);
+                                life.finding(FindingKind::NeverLoaded, Severity::Fail, why.clone(), None);
                                 return Err(NotReady::Failed(why));
                             }
                             Ok(Some(why)) => life.event("port-owner-unknown", why),
@@ -365,13 +365,13 @@ pub(super) fn stop_server(
         StopOutcome::Killed => {
             let what = format!("server ignored SIGTERM for {}; killed with SIGKILL", humantime::format_duration(grace));
             life.event("killed", what.clone());
-            life.finding("killed", Severity::Warn, what, None);
+            life.finding(FindingKind::Killed, Severity::Warn, what, None);
             Stop::Killed
         }
         StopOutcome::Stuck => {
             let what = format!("server survived SIGKILL (pid {}); it may be in uninterruptible sleep", p.pid());
             life.event("stuck", what.clone());
-            life.finding("stuck", Severity::Fail, what, None);
+            life.finding(FindingKind::Stuck, Severity::Fail, what, None);
             Stop::Stuck
         }
         StopOutcome::AlreadyExited(status) => {
@@ -379,7 +379,7 @@ pub(super) fn stop_server(
             if !crashed && loaded {
                 let what = format!("server exited before it was asked to stop ({})", describe_exit(*status));
                 life.event("crashed", what.clone());
-                life.finding("crash", Severity::Fail, what, None);
+                life.finding(FindingKind::Crash, Severity::Fail, what, None);
             }
             Stop::Crashed
         }
@@ -390,7 +390,7 @@ pub(super) fn stop_server(
         let what =
             format!("{} process(es) of the server's group outlived it and were killed: {}", group.len(), list(group));
         life.event("leftover", what.clone());
-        life.finding("leftover-process", Severity::Warn, what, None);
+        life.finding(FindingKind::LeftoverProcess, Severity::Warn, what, None);
     }
     if !leftovers.escaped.is_empty() {
         let escaped = &leftovers.escaped;
@@ -401,7 +401,7 @@ pub(super) fn stop_server(
             list(escaped)
         );
         life.event("leftover", what.clone());
-        life.finding("leftover-process", Severity::Warn, what, None);
+        life.finding(FindingKind::LeftoverProcess, Severity::Warn, what, None);
     }
     if !leftovers.adopted.is_empty() {
         let adopted = &leftovers.adopted;
@@ -412,7 +412,7 @@ pub(super) fn stop_server(
             list(adopted)
         );
         life.event("leftover", what.clone());
-        life.finding("leftover-process", Severity::Warn, what, None);
+        life.finding(FindingKind::LeftoverProcess, Severity::Warn, what, None);
     }
     stop
 }
