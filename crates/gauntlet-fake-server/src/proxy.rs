@@ -114,36 +114,70 @@ fn forward(client: TcpStream, target: &str, delay: Duration, hold: Duration) -> 
             .as_bytes(),
     )?;
     let held = !hold.is_zero() && STREAMS.fetch_add(1, Ordering::SeqCst).is_multiple_of(2);
+    // The server's events are read on their own thread and stamped as they arrive. Read in the loop that holds
+    // them, an event that queued behind a held one would be stamped when that loop got round to it and held
+    // again from there, so each token's delay would grow with its place in the stream (the k-th gap k·N longer,
+    // not N) and the answer would reach the client long after the server finished, its client-side work moved
+    // out of the server's decode.
+    let (tx, rx) = std::sync::mpsc::channel::<std::io::Result<Piece>>();
+    let reader = std::thread::spawn(move || {
+        let mut pending: Vec<u8> = Vec::new();
+        loop {
+            // The answer's bytes as they come: chunk by chunk (chunked framing), or read by read (closed at the end).
+            let piece = match if chunked { next_chunk(&mut up) } else { next_read(&mut up) } {
+                Ok(Some(piece)) => piece,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
+            };
+            let arrived = Instant::now();
+            pending.extend_from_slice(&piece);
+            while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+                if tx.send(Ok(Piece::Event(pending.drain(..end + 2).collect(), arrived))).is_err() {
+                    return; // the client is gone
+                }
+            }
+            if pending.len() > BODY_CAP {
+                let _ = tx.send(Err(std::io::Error::other("event too large")));
+                return;
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.send(Ok(Piece::Tail(pending)));
+        }
+    });
     let mut held_until: Option<Instant> = None;
-    let mut pending: Vec<u8> = Vec::new();
     let mut k: u32 = 0;
-    // The answer's bytes as they come: chunk by chunk (chunked framing), or read by read (closed at the end).
-    while let Some(piece) = if chunked { next_chunk(&mut up)? } else { next_read(&mut up)? } {
-        let arrived = Instant::now();
-        pending.extend_from_slice(&piece);
-        // Forward every complete event ("…\n\n"), each held until its turn.
-        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
-            let mut event: Vec<u8> = pending.drain(..end + 2).collect();
-            if !delay.is_zero() && event.windows(9).any(|w| w == b"\"timings\"") {
-                event = slower_timings(&event, delay);
+    // Forward every complete event ("…\n\n"), each held until its turn.
+    for piece in rx {
+        match piece? {
+            Piece::Event(mut event, arrived) => {
+                if !delay.is_zero() && event.windows(9).any(|w| w == b"\"timings\"") {
+                    event = slower_timings(&event, delay);
+                }
+                k += 1;
+                let release = *held_until.get_or_insert(if held { arrived + hold } else { arrived });
+                let due = (arrived + delay * k).max(release);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                write_chunk(&mut client, &event)?;
             }
-            k += 1;
-            let release = *held_until.get_or_insert(if held { arrived + hold } else { arrived });
-            let due = (arrived + delay * k).max(release);
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
-            write_chunk(&mut client, &event)?;
-        }
-        if pending.len() > BODY_CAP {
-            return Err(std::io::Error::other("event too large"));
+            Piece::Tail(rest) => write_chunk(&mut client, &rest)?,
         }
     }
-    if !pending.is_empty() {
-        write_chunk(&mut client, &pending)?;
-    }
+    let _ = reader.join();
     client.write_all(b"0\r\n\r\n")
+}
+
+/// What the reading thread of a streamed answer passes on: a complete event with when it arrived, or what was
+/// left after the last one when the server closed.
+enum Piece {
+    Event(Vec<u8>, Instant),
+    Tail(Vec<u8>),
 }
 
 /// A `data: {…}` event whose `timings` (top level) are those of a server slower by `delay` per predicted token;
@@ -195,4 +229,63 @@ fn write_chunk(client: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
     client.write_all(format!("{:x}\r\n", bytes.len()).as_bytes())?;
     client.write_all(bytes)?;
     client.write_all(b"\r\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that answers one request with `n` SSE events, each its own chunk, written all at once: they all
+    /// arrive together and queue in the proxy's socket.
+    fn burst_server(n: usize) -> (String, std::thread::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let handle = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let (_, headers) = read_head(&mut reader).unwrap();
+            let length: usize = header(&headers, "content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+            reader.read_exact(&mut vec![0u8; length]).unwrap();
+            let mut out = stream;
+            let mut text = String::from(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+            );
+            for i in 0..n {
+                let event = format!("data: {{\"i\":{i}}}\n\n");
+                text.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+            }
+            text.push_str("0\r\n\r\n");
+            out.write_all(text.as_bytes()).unwrap();
+        });
+        (addr, handle)
+    }
+
+    /// Events that reach the proxy together leave it N apart, the k-th k·N after they came: each is timed from
+    /// when it arrived, not from when the loop holding the earlier ones read it. Read in that loop, the 20 events
+    /// here (N = 10 ms) took 10 ms · (1 + 2 + … + 20) = 2.1 s to leave instead of 0.2 s.
+    #[test]
+    fn queued_events_are_delayed_from_their_arrival_not_from_the_last_release() {
+        let (upstream, server) = burst_server(20);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_addr = listener.local_addr().unwrap();
+        let delay = Duration::from_millis(10);
+        let proxy = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            forward(stream, &upstream, delay, Duration::ZERO).unwrap();
+        });
+        let mut client = TcpStream::connect(proxy_addr).unwrap();
+        client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = Instant::now();
+        client.write_all(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        let took = started.elapsed();
+        proxy.join().unwrap();
+        server.join().unwrap();
+        let text = String::from_utf8_lossy(&answer);
+        assert_eq!(text.matches("data: ").count(), 20, "{text}");
+        assert!(took >= delay * 20, "{took:?}: the last event is held 20·N");
+        // 0.2 s due; 1 s leaves room for a loaded runner and is half of what the late stamps took.
+        assert!(took < Duration::from_secs(1), "{took:?}: delays grew with each event's place in the stream");
+    }
 }

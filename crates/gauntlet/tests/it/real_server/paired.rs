@@ -1,9 +1,16 @@
 //! Paired benches on one real llama-server behind attach profiles through the delaying proxy
-//! (`gauntlet-fake-server --proxy-to`): one that slows each streamed token by about 12 % of the server's own
-//! per-token time (measured first, direct) against one through a zero-delay proxy: twenty pairs (ten ABBA blocks:
-//! the calls are made per block, and four blocks all one way are only p = 2/16) call the decode regression; an
-//! unchanged twin (another zero-delay proxy) calls none; both state an MDE. Both sides go through a proxy because
-//! the proxy's own hop costs TTFT.
+//! (`gauntlet-fake-server --proxy-to`): one that slows each streamed token by a quarter of the server's own
+//! per-token time (measured first, direct), on the client's clock and in the server's timings it forwards, against
+//! one through a zero-delay proxy: twenty pairs (ten ABBA blocks: the calls are made per block, and four blocks all
+//! one way are only p = 2/16) call the decode regression; an unchanged twin (another zero-delay proxy) calls none;
+//! both state an MDE. Both sides go through a proxy because the proxy's own hop costs TTFT.
+//!
+//! Why a quarter: this test checks that a slowdown the bench can see is called and an unchanged twin is not; how
+//! small a slowdown 20 pairs can see is the detection table's question (scripts/bench-detection.sh). On a quiet
+//! 2-core VM (2026-12-06) the server's own decode rate of one request varies by 13 % (coefficient of variation,
+//! 24 requests of 16 tokens; 8 % at 64), so a 12 % slowdown, which this test used to inject, was called in about
+//! one run of four. It passed before only because the proxy then delayed the k-th token k times too long once the
+//! tokens queued behind each other (a 22–36 % slowdown on the client's clock; fixed, with its own test).
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
@@ -45,7 +52,7 @@ fn manifest(dir: &Path, profiles: &[(&str, u16)]) -> std::path::PathBuf {
     for (name, port) in profiles {
         text.push_str(&format!(
             "[profiles.{name}]\nbase_url = \"http://127.0.0.1:{port}\"\nsuite = \"suite.toml\"\n\
-             load_timeout = \"60s\"\nrequest_timeout = \"60s\"\n[profiles.{name}.bench]\nmax_tokens = 16\nwarmups = 1\n"
+             load_timeout = \"60s\"\nrequest_timeout = \"60s\"\n[profiles.{name}.bench]\nmax_tokens = 32\nwarmups = 1\n"
         ));
     }
     let path = dir.join("gauntlet.toml");
@@ -72,7 +79,7 @@ fn metric<'a>(record: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
-fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin() {
+fn paired_bench_calls_a_quarter_slower_decode_and_not_an_unchanged_twin() {
     let home = home();
     let model = home.join(MODEL);
     let binary = home.join("bin/xllamacpp-server");
@@ -103,7 +110,7 @@ fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin()
     let tpot = bench["levels"][0]["metrics"]["tpot"]["p50"]
         .as_f64()
         .unwrap_or_else(|| panic!("no per-token time: {}\n{}", bench["problems"], String::from_utf8_lossy(&o.stdout)));
-    let delay_us = (tpot * 0.12 * 1e6).round() as u64;
+    let delay_us = (tpot * 0.25 * 1e6).round() as u64;
     assert!(delay_us > 0, "tpot {tpot}");
 
     let proxy = |delay: u64| -> (Reaped, u16) {
@@ -128,10 +135,8 @@ fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin()
     let decode = metric(&slow, "decode_tokens_per_second");
     eprintln!("per-token {:.2} ms, proxy delay {delay_us} µs; slow: {decode}\n{text}", tpot * 1e3);
     assert_eq!(decode["call"], "regression", "{text}");
-    // The slowdown it calls is one it had the power to see: its MDE is below the change measured. (Not below the
-    // 12 % aimed at: the proxy's delay was measured as a 22 % slowdown on a quiet 2-core VM, 36 % on a loaded one,
-    // and how small an MDE 8 pairs gave was the runner's noise: 14 % on that quiet VM. The twin below holds the
-    // false-alarm side.)
+    // The slowdown it calls is one it had the power to see: its MDE is below the change measured. (The twin below
+    // holds the false-alarm side.)
     let (mde, change) = (decode["mde"].as_f64(), decode["median_change"].as_f64());
     assert!(
         matches!((mde, change), (Some(m), Some(c)) if m > 0.0 && m < c.abs()),
@@ -144,7 +149,7 @@ fn paired_bench_calls_a_twelve_percent_slower_decode_and_not_an_unchanged_twin()
     assert!(n == 16 || n == 20, "{n}");
     // Equal work: every answer decoded max_tokens tokens.
     assert_eq!(slow["equal_work"]["equal_pairs"], n, "{}", slow["equal_work"]);
-    assert!(slow["pairs"].as_array().unwrap().iter().all(|p| p["a"]["completion_tokens"] == 16), "{text}");
+    assert!(slow["pairs"].as_array().unwrap().iter().all(|p| p["a"]["completion_tokens"] == 32), "{text}");
 
     let (code, text, twin) = paired(&m, "twin", "base", &dir.path().join("twin"));
     let decode = metric(&twin, "decode_tokens_per_second");
