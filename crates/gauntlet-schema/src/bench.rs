@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::identity::IdentityRecord;
-use crate::metric::Metric;
+use crate::metric::{Metric, Pooled};
 use crate::string_enum;
 use crate::words::ReceiveClock;
 
@@ -427,13 +427,15 @@ impl Level {
     }
 
     /// A bench metric's value pooled over the level's measured batches; `None` when the level has none that is a
-    /// finite number (no request succeeded, no SLO for goodput, or a record that lacks it).
+    /// finite number (no request succeeded, no SLO for goodput, no structured-output workload, or a record that
+    /// lacks it).
     pub fn pooled(&self, metric: Metric) -> Option<f64> {
-        let path = metric.pooled_path();
-        if path.is_empty() {
-            return None;
+        match metric.pooled() {
+            Pooled::No => None,
+            Pooled::Metrics(path) => path.iter().try_fold(&self.metrics, |v, k| v.get(k)).and_then(Value::as_f64),
+            Pooled::StructuredRate => self.structured.as_ref().and_then(|s| s.rate),
         }
-        path.iter().try_fold(&self.metrics, |v, k| v.get(k)).and_then(Value::as_f64).filter(|x| x.is_finite())
+        .filter(|x| x.is_finite())
     }
 
     /// A sampled metric's per-batch samples ([`Metric::sampled`]), when the level has any.

@@ -80,8 +80,22 @@ pub enum Metric {
     ErrorRate,
     /// Requests that met every limit of the workload's SLO, per second of wall duration.
     Goodput,
+    /// A structured-output workload's answers that kept to its schema, over those judged (absent for any other
+    /// workload).
+    StructuredRate,
     /// A request's decode rate, (n − 1) / (e2el − ttft): judged by the paired bench only.
     DecodeRate,
+}
+
+/// Where a bench level's pooled value of a metric is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooled {
+    /// Not a bench metric: a level has no value of it.
+    No,
+    /// At this path in the level's `metrics`.
+    Metrics(&'static [&'static str]),
+    /// The rate of the level's structured-output tally (`structured.rate`).
+    StructuredRate,
 }
 
 /// What each metric is, in one place: see [`Metric::spec`].
@@ -90,8 +104,8 @@ struct Spec {
     label: &'static str,
     unit: Unit,
     better: Better,
-    /// Where the value pooled over a level's measured batches sits in its `metrics`; empty: not a bench metric.
-    pooled: &'static [&'static str],
+    /// Where the value pooled over a level's measured batches is.
+    pooled: Pooled,
     /// The BMF measure's slug, before its unit.
     slug: &'static str,
     /// Sampled once per batch, and so compared with a stored baseline.
@@ -115,6 +129,7 @@ impl Metric {
         Metric::E2elP99,
         Metric::ErrorRate,
         Metric::Goodput,
+        Metric::StructuredRate,
         Metric::DecodeRate,
     ];
 
@@ -134,7 +149,7 @@ impl Metric {
             label,
             unit,
             better,
-            pooled,
+            pooled: Pooled::Metrics(pooled),
             slug,
             sampled: false,
             paired: None,
@@ -173,8 +188,13 @@ impl Metric {
             Metric::E2elP99 => s("e2el_p99", "E2EL p99", Seconds, Lower, &["e2el", "p99"], "e2el-p99"),
             Metric::ErrorRate => s("error_rate", "error rate", Fraction, Lower, &["error_rate"], "error-rate"),
             Metric::Goodput => s("goodput_wall", "goodput", RequestsPerSecond, Higher, &["goodput_wall"], "goodput"),
+            Metric::StructuredRate => Spec {
+                pooled: Pooled::StructuredRate,
+                ..s("structured_valid_rate", "schema kept", Fraction, Higher, &[], "structured-valid-rate")
+            },
             Metric::DecodeRate => Spec {
                 paired: Some(("decode", "decode_tokens_per_second")),
+                pooled: Pooled::No,
                 ..s("decode_tokens_per_second", "decode", TokensPerSecond, Higher, &[], "decode")
             },
         }
@@ -213,9 +233,9 @@ impl Metric {
         format!("{}{}", self.spec().slug, self.unit().slug())
     }
 
-    /// Where its value pooled over a level sits in the level's `metrics` (empty for [`Metric::DecodeRate`], which
-    /// only the paired bench measures).
-    pub fn pooled_path(self) -> &'static [&'static str] {
+    /// Where its value pooled over a level is ([`Pooled::No`] for [`Metric::DecodeRate`], which only the paired
+    /// bench measures).
+    pub fn pooled(self) -> Pooled {
         self.spec().pooled
     }
 
@@ -292,7 +312,7 @@ mod tests {
     /// key in `paired.json`, and every metric is one or the other.
     #[test]
     fn the_slices_are_the_metrics_with_the_matching_spec() {
-        let bench: Vec<Metric> = Metric::ALL.iter().copied().filter(|m| !m.pooled_path().is_empty()).collect();
+        let bench: Vec<Metric> = Metric::ALL.iter().copied().filter(|m| m.pooled() != Pooled::No).collect();
         assert_eq!(bench, Metric::BENCH);
         let mut paired: Vec<Metric> = Metric::ALL.iter().copied().filter(|m| m.paired_key().is_some()).collect();
         let mut listed = Metric::PAIRED.to_vec();
@@ -318,6 +338,8 @@ mod tests {
         assert_eq!(Metric::TtftP99.slug(), "ttft-p99-ms");
         assert_eq!(Metric::ErrorRate.slug(), "error-rate");
         assert_eq!(Metric::Goodput.slug(), "goodput-req-per-s");
+        assert_eq!(Metric::StructuredRate.slug(), "structured-valid-rate");
+        assert_eq!(Metric::StructuredRate.column(), "schema kept %");
         assert_eq!(Metric::TtftP50.column(), "TTFT p50 ms");
         assert_eq!(Metric::OutputThroughput.column(), "output tok/s");
         assert_eq!(Metric::ErrorRate.column(), "error rate %");

@@ -96,6 +96,7 @@ fn sample_of(m: &RunMetrics, metric: Metric) -> Option<f64> {
         | Metric::E2elP99
         | Metric::ErrorRate
         | Metric::Goodput
+        | Metric::StructuredRate
         | Metric::DecodeRate => None,
     }
 }
@@ -1202,7 +1203,10 @@ mod report_tests {
         };
         let mut workload = Workload::new(vec![2], 4, 0, 2);
         workload.slo = Some(gauntlet_schema::bench::Slo { ttft: Some(1.0), ..Default::default() });
-        let r = bench(vec![level(2, vec![batch(0.01), batch(0.02)], &workload)]);
+        let mut measured = level(2, vec![batch(0.01), batch(0.02)], &workload);
+        measured.structured =
+            Some(gauntlet_schema::bench::StructuredTally { requests: 4, judged: 4, valid: 3, rate: Some(0.75) });
+        let r = bench(vec![measured]);
         let (md, csv, bmf) = (markdown(&r), csv(&r), bencher(&r));
         let html = crate::run::bench_html::render(&r).to_lowercase();
         let header = md.lines().find(|l| l.starts_with("| concurrency |")).expect(&md);
@@ -1233,8 +1237,13 @@ mod report_tests {
         let text = csv(&r);
         assert!(text.ends_with("\r\n") && !text.contains("\u{1b}"), "{text:?}");
         let rows: Vec<&str> = text.split("\r\n").filter(|r| !r.is_empty()).collect();
-        let measures = Metric::BENCH.len() - 1;
-        assert_eq!(rows.len(), 1 + measures, "a header and every bench metric but goodput (no SLO): {text}");
+        let measures = Metric::BENCH.len() - 2;
+        assert_eq!(
+            rows.len(),
+            1 + measures,
+            "a header and every bench metric but goodput (no SLO) and the schema-kept rate (no structured workload): \
+             {text}"
+        );
         assert!(
             rows[1].starts_with("\"'=HYPERLINK(\"\"http://x\"\",\"\"a,b\"\")\u{fffd}\",2,output-throughput-tok-per-s,"),
             "{}",

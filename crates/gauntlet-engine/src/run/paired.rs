@@ -107,7 +107,8 @@ fn value_of(m: &RequestMetrics, metric: Metric) -> Option<f64> {
         | Metric::E2elP50
         | Metric::E2elP99
         | Metric::ErrorRate
-        | Metric::Goodput => None,
+        | Metric::Goodput
+        | Metric::StructuredRate => None,
     }
     .filter(|v| v.is_finite() && *v > 0.0)
 }

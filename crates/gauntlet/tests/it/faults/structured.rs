@@ -67,7 +67,10 @@ const VALID: &str = "{\"name\": \"Paris\", \"population\": 2102650}";
 
 /// A structured bench of the built-in prompts (8: three begin "Write", three "Explain", two "Describe") at
 /// concurrency 4, two batches: every prompt once. `describe` answers the two "Describe" prompts.
-fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, String, String) {
+/// Returns the exit code, bench.json, bench.md, bench.html, the terminal's text, and bench.bmf.json with bench.csv.
+fn structured_bench(
+    describe: &str,
+) -> (Option<i32>, serde_json::Value, String, String, String, (serde_json::Value, String)) {
     let answers = vec![
         ("__token_delay_ms", "2".to_owned()),
         ("Write", VALID.to_owned()),
@@ -79,14 +82,16 @@ fn structured_bench(describe: &str) -> (Option<i32>, serde_json::Value, String, 
     let f = Fixture::new("structured-bench").answers(answers).profile(&bench);
     let manifest = f.write();
     let out = f.path().join("out");
-    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let args = ["bench", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap(), "--format", "csv"];
     let o = gauntlet(&args, &[], Duration::from_secs(120));
     assert_no_survivors(&f.tag);
     let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     let record = std::fs::read_to_string(out.join("bench.json")).unwrap_or_else(|e| panic!("{e}: {text}"));
     let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
     let html = std::fs::read_to_string(out.join("bench.html")).unwrap();
-    (o.status.code(), serde_json::from_str(&record).unwrap(), md, html, text)
+    let bmf = serde_json::from_str(&std::fs::read_to_string(out.join("bench.bmf.json")).unwrap()).unwrap();
+    let csv = std::fs::read_to_string(out.join("bench.csv")).unwrap();
+    (o.status.code(), serde_json::from_str(&record).unwrap(), md, html, text, (bmf, csv))
 }
 
 fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
@@ -96,7 +101,7 @@ fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
 
 #[test]
 fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
-    let (code, record, md, html, _) = structured_bench(VALID);
+    let (code, record, md, html, _, _) = structured_bench(VALID);
     assert_eq!(code, Some(0), "{md}");
     assert_eq!(record["bench_version"], 13);
     assert_eq!(record["workload"]["response_format"]["json_schema"]["name"], "city", "{:#}", record["workload"]);
@@ -115,7 +120,8 @@ fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
 
 #[test]
 fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
-    let (code, record, md, html, terminal) = structured_bench("{\"name\": \"Paris\", \"population\": \"many\"}");
+    let (code, record, md, html, terminal, (bmf, csv)) =
+        structured_bench("{\"name\": \"Paris\", \"population\": \"many\"}");
     // A broken answer is a correctness finding of the rate, not a failed request: the bench itself ran.
     assert_eq!(code, Some(0), "{md}");
     let rs = requests(&record);
@@ -131,6 +137,10 @@ fn a_structured_bench_counts_answers_that_break_the_schema_and_says_why() {
     assert!(md.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "{md}");
     assert!(html.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "bench.html lacks the rate");
     assert!(terminal.contains("6 of 8 answers kept to the schema (rate 75.0 %)"), "{terminal}");
+    // The rate is a bench metric like any other: a measure of bench.bmf.json, a row of bench.csv, a table column.
+    assert_eq!(bmf["test/concurrency-4"]["structured-valid-rate"]["value"], 0.75, "{bmf:#}");
+    assert!(csv.contains("\r\ntest,4,structured-valid-rate,0.75,"), "{csv}");
+    assert!(md.contains("| schema kept % |") && md.contains("| 75.0 |"), "{md}");
 }
 
 /// A format with nothing to judge by, or one a paired A/B would send without counting, is refused before any
