@@ -564,7 +564,8 @@ pub struct Profile {
     pub load_timeout: Option<Duration>,
     /// How long one request may take (default 2m, at most 1h).
     pub request_timeout: Option<Duration>,
-    /// How long the whole suite may take (default 5m, at most 4h).
+    /// How long the whole suite may take (default 5m, at most 4h): the server's time, so what its threads waited
+    /// for CPUs other processes held is given back, up to three times the budget in all.
     pub suite_budget: Option<Duration>,
     /// How long a started server has to stop after SIGTERM (default 30s, at most 10m).
     pub stop_grace: Option<Duration>,

@@ -232,3 +232,61 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
     );
     assert!(warned(&quota, "slow-decode"), "a 30 % slower server must warn: {quota:?}\n{}", third.explain());
 }
+
+/// A busy-loop shell in `group`, killed and reaped on drop.
+fn hog(group: &Group) -> crate::common::Reaped {
+    let script = format!("echo $$ > {}/cgroup.procs || exit 98; while :; do :; done", group.dir.display());
+    crate::common::Reaped(std::process::Command::new("sh").args(["-c", &script]).spawn().unwrap())
+}
+
+/// The suite budget is the server's time, not the machine's. The same short suite with a 15 s budget (about 7 s
+/// of work for this server alone): crowded by two busy loops whose group weighs four times the server's, so that the
+/// server gets about a third of a CPU and the suite takes about three times as long, the run gives the budget back
+/// what the server's threads waited for those CPUs and ends with every case run (no `over-budget`), saying so in a
+/// `budget-credit` event; slowed as much by its own CPU quota (25 ms per 100 ms), it is over budget, since time
+/// its quota throttled is the server's own slowness. Nothing is timed here beyond the budget under test.
+#[test]
+fn a_crowded_machine_gives_the_suite_budget_back_and_a_server_slowed_by_its_own_quota_does_not_get_it() {
+    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manifest = manifest(dir.path(), port);
+    let text = std::fs::read_to_string(&manifest).unwrap().replace("suite_budget = \"600s\"", "suite_budget = \"15s\"");
+    std::fs::write(&manifest, text).unwrap();
+    let events = |run: &Run| -> Vec<Value> {
+        let r = run.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", run.explain()));
+        r["server"]["events"].as_array().cloned().unwrap_or_default()
+    };
+
+    let server_group = Group::new("crowded", None, 1024);
+    let hogs_group = Group::new("hogs", None, 4096);
+    server_group.select(&manifest);
+    let hogs = [hog(&hogs_group), hog(&hogs_group)];
+    let load = loadavg();
+    let crowded = run_profile(&manifest, &dir.path().join("crowded"), &[]);
+    drop(hogs);
+    assert_server_gone(port);
+    drop((server_group, hogs_group));
+    let credit: Vec<Value> = events(&crowded).into_iter().filter(|e| e["kind"] == "budget-credit").collect();
+    eprintln!("crowded (load average {load} → {}): {}\n  {credit:?}", loadavg(), measured(&crowded));
+    assert!(!crowded.has_finding("over-budget"), "{}", crowded.explain());
+    let cases = crowded.record.as_ref().unwrap()["cases"].as_array().unwrap().clone();
+    assert!(cases.iter().all(|c| c["skip_reason"].is_null()), "every case ran: {cases:?}");
+    assert_eq!(credit.len(), 1, "{}", crowded.explain());
+    let detail = credit[0]["detail"].as_str().unwrap();
+    assert!(detail.starts_with("the suite budget was extended by "), "{detail}");
+
+    let slowed = Group::new("slowed", Some(25_000), 16 * 1024);
+    slowed.select(&manifest);
+    let load = loadavg();
+    let quota = run_profile(&manifest, &dir.path().join("quota"), &[]);
+    assert_server_gone(port);
+    let stat = slowed.cpu_stat();
+    drop(slowed);
+    eprintln!(
+        "under a quota of 25 ms per 100 ms (load average {load} → {}; cpu.stat {stat}): {}",
+        loadavg(),
+        measured(&quota)
+    );
+    assert!(quota.has_finding("over-budget"), "{}", quota.explain());
+}
