@@ -223,29 +223,37 @@ enum Framing {
     UntilClose,
 }
 
+/// Most header lines a response head may have.
+const MAX_HEADERS: usize = 64;
+
 /// Parses a response head (status line and headers, without the blank line). `None` for a 1xx interim response.
+/// The grammar is httparse's (status line, header names as tokens, values, line ends `\r\n` or `\n`, at most
+/// [`MAX_HEADERS`] lines); what the head means for the body (framing, whether the connection closes) is read here.
 fn parse_head(head: &[u8]) -> Result<Option<Head>, ClientError> {
-    let text = std::str::from_utf8(head).map_err(|_| ClientError::Malformed("response head is not UTF-8".into()))?;
-    let mut lines = text.split('\n').map(|l| l.trim_end_matches('\r'));
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    let status = parts.next().and_then(|s| s.parse::<u16>().ok()).filter(|s| (100..1000).contains(s));
-    let Some(status) = status.filter(|_| version.starts_with("HTTP/1.")) else {
-        return Err(ClientError::Malformed(format!("not an HTTP/1 status line: `{}`", preview(status_line))));
+    let first_line = || preview(&String::from_utf8_lossy(head.split(|b| *b == b'\n').next().unwrap_or(b"")));
+    let mut full = head.strip_suffix(b"\r").unwrap_or(head).to_vec();
+    full.extend_from_slice(b"\r\n\r\n");
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(&full) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => {
+            return Err(ClientError::Malformed(format!("an incomplete response head: `{}`", first_line())));
+        }
+        Err(e) => return Err(ClientError::Malformed(format!("not an HTTP/1 response head ({e}): `{}`", first_line()))),
+    }
+    let (Some(version), Some(status)) = (response.version, response.code) else {
+        return Err(ClientError::Malformed(format!("not an HTTP/1 status line: `{}`", first_line())));
     };
     if (100..200).contains(&status) {
         return Ok(None);
     }
-    let mut h =
-        Head { status, content_type: String::new(), framing: Framing::UntilClose, close: version == "HTTP/1.0" };
+    let mut h = Head { status, content_type: String::new(), framing: Framing::UntilClose, close: version == 0 };
     let (mut length, mut coded) = (None, false);
-    for line in lines.filter(|l| !l.is_empty()) {
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(ClientError::Malformed(format!("not a header line: `{}`", preview(line))));
-        };
+    for header in response.headers.iter() {
+        let value = String::from_utf8_lossy(header.value);
         let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
+        match header.name.to_ascii_lowercase().as_str() {
             "content-type" => h.content_type = value.to_ascii_lowercase(),
             "transfer-encoding" => {
                 // Chunked only when it is the last coding; any transfer coding overrides a Content-Length.
@@ -729,6 +737,21 @@ mod tests {
         }
         let two = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2");
         assert!(matches!(two, Err(ClientError::Malformed(_))));
+        // The header grammar, not a split at the first colon: a name is a token, and a head has a bounded number of
+        // lines (a hand-split parser took both).
+        let spaced = parse_head(b"HTTP/1.1 200 OK\r\nContent Length: 5");
+        assert!(matches!(spaced, Err(ClientError::Malformed(_))), "{spaced:?}");
+        let many: Vec<u8> = (0..=MAX_HEADERS).fold(b"HTTP/1.1 200 OK".to_vec(), |mut h, i| {
+            h.extend_from_slice(format!("\r\nX-{i}: y").as_bytes());
+            h
+        });
+        assert!(matches!(parse_head(&many), Err(ClientError::Malformed(_))), "{} header lines", MAX_HEADERS + 1);
+        let at_most = parse_head(&many[..many.iter().rposition(|b| *b == b'\r').unwrap()]).unwrap().unwrap();
+        assert_eq!(at_most.status, 200, "{MAX_HEADERS} header lines are fine");
+        // Bare line feeds, as some small servers send them; and a status line without a reason.
+        let h = parse_head(b"HTTP/1.1 200 OK\nContent-Length: 3").unwrap().unwrap();
+        assert_eq!(h.framing, Framing::Length(3));
+        assert_eq!(parse_head(b"HTTP/1.1 204").unwrap().map(|h| h.framing), Some(Framing::Length(0)));
     }
 
     /// Decodes `wire` fed in pieces of `step` bytes (no socket: the reader's buffer is filled by hand).
