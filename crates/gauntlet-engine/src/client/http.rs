@@ -12,6 +12,21 @@ use super::error::ClientError;
 use super::parse::{DoneScanner, StreamAssembler, parse_completion};
 use super::tokens::asked_for_tokens;
 
+/// Asked by [`Client::chat_patiently`] when a request's deadline has passed without its whole answer.
+pub trait Patience {
+    /// A later deadline to wait until, or None to give up now.
+    fn extend(&mut self) -> Option<Instant>;
+}
+
+/// Patience that never extends: the deadline is the deadline.
+pub struct Impatient;
+
+impl Patience for Impatient {
+    fn extend(&mut self) -> Option<Instant> {
+        None
+    }
+}
+
 /// Largest response body accepted; a server that sends more is broken (or hostile) and is reported as such.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 << 20;
 
@@ -248,8 +263,20 @@ impl Client {
     /// the server had closed before it went out is sent once more (the server never saw the first).
     /// A request that asked for logprobs and got none has its answer's tokens recorded as `text-only`.
     pub async fn chat(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
-        let mut answer = match self.chat_once(body, deadline).await {
-            Err(ClientError::ClosedBeforeRequest(_)) => self.chat_once(body, deadline).await,
+        self.chat_patiently(body, deadline, &mut Impatient).await
+    }
+
+    /// [`Client::chat`], where `patience` is asked each time the deadline passes without the whole answer: a later
+    /// deadline it gives is waited for too (a server still computing the answer is busy, not hung); None ends the
+    /// wait with [`ClientError::Timeout`] after all the time waited.
+    pub async fn chat_patiently(
+        &self,
+        body: &Value,
+        deadline: Instant,
+        patience: &mut (dyn Patience + Send),
+    ) -> Result<Answer, ClientError> {
+        let mut answer = match self.chat_once(body, deadline, patience).await {
+            Err(ClientError::ClosedBeforeRequest(_)) => self.chat_once(body, deadline, patience).await,
             other => other,
         }?;
         if answer.tokens.is_none() && asked_for_tokens(body) {
@@ -258,19 +285,32 @@ impl Client {
         Ok(answer)
     }
 
-    async fn chat_once(&self, body: &Value, deadline: Instant) -> Result<Answer, ClientError> {
+    async fn chat_once(
+        &self,
+        body: &Value,
+        deadline: Instant,
+        patience: &mut (dyn Patience + Send),
+    ) -> Result<Answer, ClientError> {
         let started = Instant::now();
-        let budget = deadline.saturating_duration_since(started);
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let url = self.url("v1/chat/completions");
         let got_bytes = AtomicBool::new(false);
         let work = self.chat_inner(&url, body, stream, started, &got_bytes);
-        match tokio::time::timeout(budget, work).await {
-            Ok(result) => result,
-            Err(_) => Err(ClientError::Timeout {
-                seconds: started.elapsed().as_secs_f64(),
-                during_body: got_bytes.load(Ordering::Relaxed),
-            }),
+        tokio::pin!(work);
+        let mut until = deadline;
+        loop {
+            match tokio::time::timeout_at(until.into(), &mut work).await {
+                Ok(result) => return result,
+                Err(_) => match patience.extend() {
+                    Some(later) if later > until => until = later,
+                    _ => {
+                        return Err(ClientError::Timeout {
+                            seconds: started.elapsed().as_secs_f64(),
+                            during_body: got_bytes.load(Ordering::Relaxed),
+                        });
+                    }
+                },
+            }
         }
     }
 
@@ -515,5 +555,75 @@ mod tests {
         answer.join().unwrap();
         assert!(err.contains("HTTP 307") && err.contains("not followed"), "{err}");
         assert!(elsewhere.accept().is_err(), "the redirect's target was called");
+    }
+
+    /// A server that answers after `delay`, once: its address.
+    fn slow_answer(delay: Duration) -> (String, std::thread::JoinHandle<()>) {
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", server.local_addr().unwrap());
+        let done = std::thread::spawn(move || {
+            let (mut conn, _) = server.accept().unwrap();
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            std::thread::sleep(delay);
+            let body =
+                r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}]}"#;
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = conn.write_all(head.as_bytes()).and_then(|_| conn.write_all(body.as_bytes()));
+        });
+        (base, done)
+    }
+
+    /// Extends by `step` while it has extensions left, counting each question.
+    struct Steps {
+        left: u32,
+        asked: u32,
+        step: Duration,
+    }
+
+    impl Patience for Steps {
+        fn extend(&mut self) -> Option<Instant> {
+            self.asked += 1;
+            (self.left > 0).then(|| {
+                self.left -= 1;
+                Instant::now() + self.step
+            })
+        }
+    }
+
+    /// Patience is asked at each passed deadline; what it extends is waited for, and when it stops extending the
+    /// timeout names all the time waited.
+    #[test]
+    fn a_deadline_is_extended_only_as_far_as_patience_gives() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+
+        let (base, server) = slow_answer(Duration::from_millis(700));
+        let mut patience = Steps { left: 10, asked: 0, step: Duration::from_millis(300) };
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let answer = rt.block_on(Client::new(&base, None).chat_patiently(&body, deadline, &mut patience)).unwrap();
+        server.join().unwrap();
+        assert_eq!(answer.content, "late");
+        assert_eq!(patience.asked, 2, "asked at 0.2 s and 0.5 s, answered before 0.8 s");
+
+        let (base, server) = slow_answer(Duration::from_millis(1500));
+        let mut patience = Steps { left: 1, asked: 0, step: Duration::from_millis(300) };
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let err = rt.block_on(Client::new(&base, None).chat_patiently(&body, deadline, &mut patience)).unwrap_err();
+        server.join().unwrap();
+        assert_eq!(patience.asked, 2);
+        // Not at the first deadline but after the one extension (the answer, 1.5 s late, was not waited for: Err).
+        match err {
+            ClientError::Timeout { seconds, during_body: false } => assert!(seconds >= 0.45, "{seconds}"),
+            other => panic!("{other:?}"),
+        }
+
+        // Without patience the first deadline ends it.
+        let (base, server) = slow_answer(Duration::from_millis(700));
+        let err = rt.block_on(Client::new(&base, None).chat(&body, Instant::now() + Duration::from_millis(200)));
+        server.join().unwrap();
+        assert!(matches!(err, Err(ClientError::Timeout { .. })), "{err:?}");
     }
 }

@@ -562,7 +562,9 @@ pub struct Profile {
     pub suite: Option<String>,
     /// How long the server may take to load (default 8m, at most 2h).
     pub load_timeout: Option<Duration>,
-    /// How long one request may take (default 2m, at most 1h).
+    /// How long one request may take while the server is not working on it (default 2m, at most 1h): past it, a
+    /// started server's request is waited on while its threads run or wait for a CPU, within the suite budget (or
+    /// the stage's time); an attached server's cannot be read, so its timeout is the deadline.
     pub request_timeout: Option<Duration>,
     /// How long the whole suite may take (default 5m, at most 4h): the server's time, so what its threads waited
     /// for CPUs other processes held is given back, up to three times the budget in all.

@@ -399,9 +399,12 @@ pub fn run_qualify(
             break;
         }
         let limit = stage_limit(settings, id, profile, opts);
+        let ends = Instant::now() + limit;
         let work = async {
             match id {
-                Stage::R1 => correctness(&client, profile).await,
+                Stage::R1 => {
+                    correctness(&client, profile, session.as_ref().and_then(|s| s.process.as_ref()), ends).await
+                }
                 Stage::R2 => quality(&client, profile, dir).await,
                 Stage::R3 => {
                     let restart = Restart {

@@ -4,12 +4,21 @@
 use gauntlet_schema::CaseStatus;
 use serde_json::json;
 
+use std::time::Instant;
+
 use super::Outcome;
 use crate::client::Client;
 use crate::manifest::Profile;
+use crate::server::ServerProcess;
+use crate::session::BusyPatience;
 
-pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
-    let cases = ask_suite(client, profile).await;
+pub(super) async fn correctness(
+    client: &Client,
+    profile: &Profile,
+    process: Option<&ServerProcess>,
+    limit: Instant,
+) -> Outcome {
+    let cases = ask_suite(client, profile, process, limit).await;
     let failures = correctness_failures(&cases, &profile.thresholds.expected_failures);
     let passed = cases.iter().filter(|c| c.status == CaseStatus::Pass).count();
     let summary = format!(
@@ -21,13 +30,25 @@ pub(super) async fn correctness(client: &Client, profile: &Profile) -> Outcome {
 }
 
 /// Every case of the suite asked once, one at a time, as the gate asks it (R3's losslessness step asks so too).
-pub(super) async fn ask_suite(client: &Client, profile: &Profile) -> Vec<gauntlet_schema::CaseRecord> {
+/// A request past its timeout is waited on while `process`'s threads work ([`BusyPatience`]), never past `limit`
+/// (the stage's end, where the stage's own timeout takes over).
+pub(super) async fn ask_suite(
+    client: &Client,
+    profile: &Profile,
+    process: Option<&ServerProcess>,
+    limit: Instant,
+) -> Vec<gauntlet_schema::CaseRecord> {
     let mut cases: Vec<gauntlet_schema::CaseRecord> = Vec::new();
     for case in &profile.suite.cases {
         let mut record = crate::run::new_case_record(case, profile);
         let source = crate::run::repeat_source(case, &cases, profile);
-        let deadline = tokio::time::Instant::now().into_std() + profile.request_timeout;
-        let _ = crate::run::answer_case(client, case, &mut record, source, deadline).await;
+        let deadline = Instant::now() + profile.request_timeout;
+        let mut patience = BusyPatience::new(process, profile.request_timeout, limit);
+        if crate::run::answer_case(client, case, &mut record, source, deadline, &mut patience).await.is_err()
+            && let Some(line) = patience.describe()
+        {
+            record.error = record.error.map(|e| format!("{e}; {line}"));
+        }
         cases.push(record);
     }
     cases

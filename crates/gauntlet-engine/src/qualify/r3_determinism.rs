@@ -182,7 +182,11 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     // With a draft: the suite once more on the draft's server, as the gate asks it, for the losslessness step.
     let lossless_against = restart.lossless_against;
     let draft_answers = match lossless_against {
-        Some(_) => super::r1_correctness::ask_suite(client, profile).await,
+        Some(_) => {
+            let process = restart.session.as_ref().and_then(|s| s.process.as_ref());
+            let limit = Instant::now() + profile.suite_budget;
+            super::r1_correctness::ask_suite(client, profile, process, limit).await
+        }
         None => Vec::new(),
     };
     let mut reference_runs: Option<ReferenceRuns> = None;

@@ -11,11 +11,11 @@ use gauntlet_schema::{
 use serde_json::Value;
 
 use crate::build::BuildOutcome;
-use crate::client::{Client, ClientError, TokenDialect};
+use crate::client::{Client, ClientError, Patience, TokenDialect};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::describe_exit;
-use crate::session::{Session, SessionOptions};
+use crate::session::{BusyPatience, Session, SessionOptions};
 use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
@@ -137,49 +137,60 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             // samples is this case's.
             let before = session.process.as_ref().map(crate::server::ServerProcess::sched_sample);
             let asked = Instant::now();
-            let answered = rt.block_on(answer_case(&client, case, &mut record, source, deadline));
+            // Past its timeout, a request is waited on while the server's threads work (busy, not hung), within the
+            // budget.
+            let mut patience = BusyPatience::new(session.process.as_ref(), profile.request_timeout, budget_deadline);
+            let answered = rt.block_on(answer_case(&client, case, &mut record, source, deadline, &mut patience));
             let wall = asked.elapsed();
+            let waited = patience.describe();
             let after = session.process.as_ref().map(crate::server::ServerProcess::sched_sample);
             if let (Some(b), Some(a)) = (&before, &after)
                 && let Some(acc) = a.since(b)
             {
                 let secs = |ns: u64| ns as f64 / 1e9;
-                let share = crate::compare::speed::contention(
-                    secs(acc.cpu_ns),
-                    secs(acc.wait_ns),
-                    secs(acc.throttled_ns),
-                    wall.as_secs_f64(),
-                );
+                let (cpu, wait, throttled) = (secs(acc.cpu_ns), secs(acc.wait_ns), secs(acc.throttled_ns));
+                let share = crate::compare::speed::contention(cpu, wait, throttled, wall.as_secs_f64());
                 budget_credit += wall.mul_f64(share);
                 budget_deadline = (suite_started + profile.suite_budget + budget_credit).min(budget_cap);
+                if answered.is_ok() {
+                    cpu_group = a.group().map(|g| g.display().to_string());
+                    let seconds = record.seconds.unwrap_or(0.0);
+                    accounts.push(crate::compare::speed::case_cpu(
+                        &case.id,
+                        cpu,
+                        wait,
+                        throttled,
+                        seconds,
+                        acc.busy_threads,
+                    ));
+                }
             }
-            if answered.is_ok()
-                && let (Some(b), Some(a)) = (&before, &after)
-                && let Some(acc) = a.since(b)
-            {
-                let secs = |ns: u64| ns as f64 / 1e9;
-                cpu_group = a.group().map(|g| g.display().to_string());
-                accounts.push(crate::compare::speed::case_cpu(
-                    &case.id,
-                    secs(acc.cpu_ns),
-                    secs(acc.wait_ns),
-                    secs(acc.throttled_ns),
-                    record.seconds.unwrap_or(0.0),
-                    acc.busy_threads,
-                ));
+            if let (Ok(()), Some(line)) = (&answered, &waited) {
+                session.life.event(
+                    "busy-past-timeout",
+                    format!("case `{}`: {line}; answered after {:.1}s", case.id, wall.as_secs_f64()),
+                );
             }
             if let Err(e) = answered {
                 if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
                     over_budget = true;
                 }
-                session.life.finding("request-error", Severity::Fail, e.to_string(), Some(&case.id));
+                let what = match &waited {
+                    Some(line) => format!("{e}; {line}"),
+                    None => e.to_string(),
+                };
+                if waited.is_some() {
+                    record.error = Some(what.clone());
+                }
+                session.life.finding("request-error", Severity::Fail, what, Some(&case.id));
                 // A timeout closed its connection (the request's future is gone), so the server may stop that work.
                 // Does it still answer? If not, the hang is named here and the remaining cases are skipped, as after
                 // a crash, rather than each waiting out its own timeout.
                 if matches!(e, ClientError::Timeout { .. })
                     && session.exited().is_none()
                     && Instant::now() < budget_deadline
-                    && let Err(why) = rt.block_on(still_answers(&client, profile))
+                    && let Err(why) =
+                        rt.block_on(still_answers(&client, profile, session.process.as_ref(), budget_deadline))
                 {
                     hung = true;
                     let what = format!(
@@ -373,7 +384,14 @@ const BUDGET_STRETCH_MAX: f64 = 3.0;
 /// After a request timed out: does the server still answer? Its health path (any HTTP answer) and then a tiny
 /// generation, each under a short deadline (a quarter of the request timeout, 1 to 30 s). Err says what did not
 /// answer.
-pub(crate) async fn still_answers(client: &Client, profile: &Profile) -> Result<(), String> {
+/// A server whose threads keep working past that deadline (still computing the abandoned request in its only
+/// slot) is busy, not hung: the probe waits on within `cap`.
+pub(crate) async fn still_answers(
+    client: &Client,
+    profile: &Profile,
+    process: Option<&crate::server::ServerProcess>,
+    cap: Instant,
+) -> Result<(), String> {
     let short = (profile.request_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
     let health = match client.health(&profile.health_path, short).await {
         Ok(code) => format!("{} answered HTTP {code}", profile.health_path),
@@ -385,11 +403,13 @@ pub(crate) async fn still_answers(client: &Client, profile: &Profile) -> Result<
         "max_tokens": 1,
         "temperature": 0,
     });
-    match client.chat(&probe, Instant::now() + short).await {
+    let mut patience = BusyPatience::new(process, short, cap);
+    match client.chat_patiently(&probe, Instant::now() + short, &mut patience).await {
         Ok(_) => Ok(()),
         Err(e) => Err(format!(
-            "{health} and a one-token generation got no answer within {} ({e})",
-            humantime::format_duration(short)
+            "{health} and a one-token generation got no answer within {} ({e}{})",
+            humantime::format_duration(short),
+            patience.describe().map(|l| format!("; {l}")).unwrap_or_default()
         )),
     }
 }
@@ -449,9 +469,10 @@ pub(crate) async fn answer_case(
     record: &mut CaseRecord,
     source: Option<RepeatSource<'_>>,
     deadline: Instant,
+    patience: &mut (dyn Patience + Send),
 ) -> Result<(), ClientError> {
     let sent = Instant::now();
-    let result = client.chat(&record.request, deadline).await;
+    let result = client.chat_patiently(&record.request, deadline, patience).await;
     record.seconds = Some(sent.elapsed().as_secs_f64());
     match result {
         Ok(answer) => {

@@ -154,6 +154,19 @@ impl Sample {
         self.group.as_ref().map(|(g, _)| g.as_path())
     }
 
+    /// The most nanoseconds one thread spent on a CPU or waiting for one between `before` and this sample (a thread
+    /// new since `before` counts whole): a server computing keeps at least one thread there nearly all the time, an
+    /// idle one's threads sleep. None when no thread was seen or a counter went backwards.
+    pub fn busiest_since(&self, before: &Sample) -> Option<u64> {
+        let mut most = None;
+        for (key, &(c, w)) in &self.threads {
+            let (c0, w0) = before.threads.get(key).copied().unwrap_or((0, 0));
+            let ran = c.checked_sub(c0)?.saturating_add(w.checked_sub(w0)?);
+            most = Some(most.map_or(ran, |m: u64| m.max(ran)));
+        }
+        most
+    }
+
     /// What happened between `before` and this sample: summed over the busy threads in this sample (a thread new
     /// since `before` counts whole; one that vanished is lost). None when no thread was seen, or a counter went
     /// backwards (a reused thread id, or not the same kernel's numbers).
@@ -187,6 +200,17 @@ impl Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The busiest thread is the one most on or waiting for a CPU, however many others tick a little.
+    #[test]
+    fn the_busiest_thread_is_the_one_most_on_or_waiting_for_a_cpu() {
+        let before = sample(&[((1, 1), (100, 50)), ((1, 2), (0, 0)), ((1, 3), (10, 10))], None);
+        let after = sample(&[((1, 1), (150, 60)), ((1, 2), (20, 30)), ((1, 3), (15, 12)), ((1, 4), (5, 1))], None);
+        assert_eq!(after.busiest_since(&before), Some(60), "thread 1: 50 on a CPU and 10 waiting");
+        assert_eq!(sample(&[], None).busiest_since(&before), None);
+        let backwards = sample(&[((1, 1), (90, 60))], None);
+        assert_eq!(backwards.busiest_since(&before), None, "a counter that went back is no measurement");
+    }
 
     #[test]
     fn schedstat_is_two_integers_or_nothing() {

@@ -25,6 +25,7 @@
 pub mod describe;
 mod identity;
 pub mod metrics;
+mod patience;
 mod steps;
 
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ use crate::server::{ServerProcess, SpawnError};
 
 pub use crate::server::server_pids;
 pub use identity::compute_identity;
+pub use patience::{BusyPatience, Look};
 pub use steps::OnGpu;
 pub(crate) use steps::server_build_info;
 pub(crate) use steps::server_on_gpu;

@@ -290,3 +290,42 @@ fn a_crowded_machine_gives_the_suite_budget_back_and_a_server_slowed_by_its_own_
     );
     assert!(quota.has_finding("over-budget"), "{}", quota.explain());
 }
+
+/// Busy, not hung (issue #30; CI 2026-12-06, where vLLM on 2 cores was still prefilling `needle` at its 120 s
+/// timeout): a request past its timeout is waited on while the server's threads compute it, and answered. One case
+/// whose prompt is about 1500 tokens, prefilled by one thread (several seconds here), under a 1 s request timeout.
+/// The idle side (a server whose threads sleep keeps its timeout) is `faults::lifecycle::hang_before_first_byte…`.
+#[test]
+fn a_request_past_its_timeout_is_waited_on_while_the_server_computes_it() {
+    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manifest = manifest(dir.path(), port);
+    let text =
+        std::fs::read_to_string(&manifest).unwrap().replace("request_timeout = \"120s\"", "request_timeout = \"1s\"");
+    std::fs::write(&manifest, text).unwrap();
+    let words = "apple river stone candle window garden silver morning ".repeat(190);
+    let suite = format!(
+        "id = \"long\"\nversion = 1\n[[cases]]\nid = \"long\"\nmax_tokens = 16\nmessages = [{{ role = \"user\", content = \
+         \"Here is a list of words: {words}. Which word comes first?\" }}]\ncheck = {{ min_words = 1 }}\n"
+    );
+    std::fs::write(dir.path().join("suite.toml"), suite).unwrap();
+    // The server stays in the root CPU group (the wrapper wants one named).
+    std::fs::write(dir.path().join("cpu-group"), "/sys/fs/cgroup/cpu\n").unwrap();
+
+    let run = run_profile(&manifest, &dir.path().join("out"), &[]);
+    assert_server_gone(port);
+    let case = run.case("long");
+    let seconds = case["seconds"].as_f64().unwrap_or(0.0);
+    eprintln!("the long prompt was answered in {seconds:.1}s: {}", run.explain());
+    // Answered (what it says is not the question here; its one check is judged as usual).
+    assert!(["pass", "fail"].contains(&case["status"].as_str().unwrap()), "{}", run.explain());
+    assert!(case["answer"].is_object() && case["error"].is_null(), "{case}");
+    assert!(!run.has_finding("request-error"), "{}", run.explain());
+    assert!(seconds > 2.0, "the prefill must outlast the 1 s timeout for this test to say anything: {seconds}");
+    let events = run.record.as_ref().unwrap()["server"]["events"].as_array().cloned().unwrap_or_default();
+    let busy: Vec<&Value> = events.iter().filter(|e| e["kind"] == "busy-past-timeout").collect();
+    assert_eq!(busy.len(), 1, "{events:?}");
+    let detail = busy[0]["detail"].as_str().unwrap();
+    assert!(detail.starts_with("case `long`: at its 1s request timeout the server was working"), "{detail}");
+}
