@@ -416,7 +416,7 @@ pub fn run_qualify(
                         clock,
                         lossless_against: opts.lossless_against,
                     };
-                    determinism(&client, profile, restart).await
+                    determinism(&client, profile, restart, ends).await
                 }
                 Stage::R4 => {
                     saturation(&client, profile, session.as_mut().and_then(Session::process_mut), reporter).await

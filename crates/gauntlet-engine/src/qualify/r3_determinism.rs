@@ -28,7 +28,8 @@ use super::monitor::Monitor;
 use super::r3_lossless::{ReferenceRuns, judge, run_reference, status as lossless_status};
 use crate::client::{Client, TokenDialect};
 use crate::manifest::Profile;
-use crate::session::Session;
+use crate::server::ServerProcess;
+use crate::session::{BusyPatience, Session};
 use crate::suite::{Case, evaluate, observed_text};
 
 /// What the restart row needs: the session that restarts its server, and the monitor that must not count the
@@ -55,16 +56,28 @@ struct Asked {
     error: Option<String>,
 }
 
-async fn ask(client: &Client, profile: &Profile, case: &Case, body: &Value) -> Asked {
+/// One request, waited on past its timeout while `process`'s threads work, never past `limit` (the stage's end).
+async fn ask(
+    client: &Client,
+    profile: &Profile,
+    case: &Case,
+    body: &Value,
+    process: Option<&ServerProcess>,
+    limit: Instant,
+) -> Asked {
     let deadline = Instant::now() + profile.request_timeout;
-    match client.chat(body, deadline).await {
+    let mut patience = BusyPatience::new(process, profile.request_timeout, limit);
+    match client.chat_patiently(body, deadline, &mut patience).await {
         Ok(a) => Asked {
             text: Some(observed_text(&a)),
             checks_pass: Some(evaluate(&case.check, &a).iter().all(|c| c.passed)),
             tokens: a.tokens,
             error: None,
         },
-        Err(e) => Asked { error: Some(e.to_string()), ..Asked::default() },
+        Err(e) => {
+            let waited = patience.describe().map(|l| format!("; {l}")).unwrap_or_default();
+            Asked { error: Some(format!("{e}{waited}")), ..Asked::default() }
+        }
     }
 }
 
@@ -144,7 +157,7 @@ fn streamed(mut b: Value) -> Value {
     b
 }
 
-pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Restart<'_>) -> Outcome {
+pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Restart<'_>, limit: Instant) -> Outcome {
     let n = profile.qualify.max_concurrency;
     let dir = restart.dir.to_path_buf();
     let dialect = TokenDialect::of(profile);
@@ -160,20 +173,22 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     };
     let mut cache_switch = true;
     let mut references = Vec::new();
+    let process = restart.session.as_deref().and_then(|s| s.process.as_ref());
     for case in &cases {
         let plain = body(case, profile, dialect);
-        let reference = ask(client, profile, case, &plain).await;
-        let warm = ask(client, profile, case, &plain).await;
+        let reference = ask(client, profile, case, &plain, process, limit).await;
+        let warm = ask(client, profile, case, &plain, process, limit).await;
         push(MatrixRow::Repeat, &case.id, 0, &reference, &warm);
         let mut cold_body = plain.clone();
         cache_switch = dialect.skip_prompt_cache(&mut cold_body);
         if cache_switch {
-            let cold = ask(client, profile, case, &cold_body).await;
+            let cold = ask(client, profile, case, &cold_body, process, limit).await;
             push(MatrixRow::PrefixCache, &case.id, 0, &reference, &cold);
         }
-        let stream = ask(client, profile, case, &streamed(plain.clone())).await;
+        let stream = ask(client, profile, case, &streamed(plain.clone()), process, limit).await;
         push(MatrixRow::Stream, &case.id, 0, &reference, &stream);
-        let copies = futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain))).await;
+        let copies =
+            futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain, process, limit))).await;
         for (i, copy) in copies.iter().enumerate() {
             push(MatrixRow::Concurrent, &case.id, i, &reference, copy);
         }
@@ -182,11 +197,7 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     // With a draft: the suite once more on the draft's server, as the gate asks it, for the losslessness step.
     let lossless_against = restart.lossless_against;
     let draft_answers = match lossless_against {
-        Some(_) => {
-            let process = restart.session.as_ref().and_then(|s| s.process.as_ref());
-            let limit = Instant::now() + profile.suite_budget;
-            super::r1_correctness::ask_suite(client, profile, process, limit).await
-        }
+        Some(_) => super::r1_correctness::ask_suite(client, profile, process, limit).await,
         None => Vec::new(),
     };
     let mut reference_runs: Option<ReferenceRuns> = None;
@@ -197,9 +208,10 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     })
     .await;
     let restart_not_run = match restarted {
-        Ok(()) => {
+        Ok(session) => {
+            let process = session.process.as_ref();
             for (case, plain, reference) in &references {
-                let again = ask(client, profile, case, plain).await;
+                let again = ask(client, profile, case, plain, process, limit).await;
                 push(MatrixRow::Restart, &case.id, 0, reference, &again);
             }
             None
@@ -287,8 +299,12 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
 /// Restarts a spawned server through the session, the monitor paused around it. An attached server is not
 /// gauntlet's to restart: the row does not run, and says why.
 /// `while_stopped` runs with the bundle's folder once the server has stopped cleanly, before it starts again; for an
-/// attached server (whose port is not gauntlet's) it runs without a stop.
-async fn restart_server(profile: &Profile, r: Restart<'_>, while_stopped: impl FnOnce(&Path)) -> Result<(), String> {
+/// attached server (whose port is not gauntlet's) it runs without a stop. Ok: the restarted server's session.
+async fn restart_server<'a>(
+    profile: &Profile,
+    r: Restart<'a>,
+    while_stopped: impl FnOnce(&Path),
+) -> Result<&'a Session, String> {
     let Some(session) = r.session else { return Err("no session: the server was never started".into()) };
     if !session.spawned() {
         while_stopped(r.dir);
@@ -301,7 +317,7 @@ async fn restart_server(profile: &Profile, r: Restart<'_>, while_stopped: impl F
     if session.exited().is_none() {
         *r.monitor = Some(Monitor::start(profile, r.dir, r.base_url, session.api_key.clone(), session.pid(), r.clock));
     }
-    restarted.map(|_| ())
+    restarted.map(|_| &*session)
 }
 
 #[cfg(test)]
