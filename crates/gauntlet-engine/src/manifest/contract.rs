@@ -562,9 +562,9 @@ pub struct Profile {
     pub suite: Option<String>,
     /// How long the server may take to load (default 8m, at most 2h).
     pub load_timeout: Option<Duration>,
-    /// How long one request may take while the server is not working on it (default 2m, at most 1h): past it, a
-    /// started server's request is waited on while its threads run or wait for a CPU, within the suite budget (or
-    /// the stage's time); an attached server's cannot be read, so its timeout is the deadline.
+    /// How long one request may take while the server is not working on it (default 2m, at most 1h): past it, the
+    /// request is waited on while the server's threads run or wait for a CPU, within the suite budget (or the
+    /// stage's time); a server whose threads cannot be read from here (another host) keeps it as the deadline.
     pub request_timeout: Option<Duration>,
     /// How long the whole suite may take (default 5m, at most 4h): the server's time, so what its threads waited
     /// for CPUs other processes held is given back, up to three times the budget in all.

@@ -32,7 +32,7 @@ use crate::identity::Identity;
 use crate::manifest::{Profile, Stage, Target};
 use crate::run::{BenchRecord, GateError, Reporter, RunEvent};
 use crate::server::ServerProcess;
-use crate::session::{Session, SessionError, SessionOptions};
+use crate::session::{Session, SessionError, SessionOptions, Threads};
 use crate::util::{now_rfc3339, write_atomic};
 use gauntlet_schema::FindingKind;
 
@@ -403,7 +403,8 @@ pub fn run_qualify(
         let work = async {
             match id {
                 Stage::R1 => {
-                    correctness(&client, profile, session.as_ref().and_then(|s| s.process.as_ref()), ends).await
+                    correctness(&client, profile, session.as_ref().map_or(Threads::Unreadable, Session::threads), ends)
+                        .await
                 }
                 Stage::R2 => quality(&client, profile, dir).await,
                 Stage::R3 => {

@@ -9,16 +9,10 @@ use std::time::Instant;
 use super::Outcome;
 use crate::client::Client;
 use crate::manifest::Profile;
-use crate::server::ServerProcess;
-use crate::session::BusyPatience;
+use crate::session::{BusyPatience, Threads};
 
-pub(super) async fn correctness(
-    client: &Client,
-    profile: &Profile,
-    process: Option<&ServerProcess>,
-    limit: Instant,
-) -> Outcome {
-    let cases = ask_suite(client, profile, process, limit).await;
+pub(super) async fn correctness(client: &Client, profile: &Profile, threads: Threads<'_>, limit: Instant) -> Outcome {
+    let cases = ask_suite(client, profile, threads, limit).await;
     let failures = correctness_failures(&cases, &profile.thresholds.expected_failures);
     let passed = cases.iter().filter(|c| c.status == CaseStatus::Pass).count();
     let summary = format!(
@@ -30,12 +24,12 @@ pub(super) async fn correctness(
 }
 
 /// Every case of the suite asked once, one at a time, as the gate asks it (R3's losslessness step asks so too).
-/// A request past its timeout is waited on while `process`'s threads work ([`BusyPatience`]), never past `limit`
+/// A request past its timeout is waited on while the server's `threads` work ([`BusyPatience`]), never past `limit`
 /// (the stage's end, where the stage's own timeout takes over).
 pub(super) async fn ask_suite(
     client: &Client,
     profile: &Profile,
-    process: Option<&ServerProcess>,
+    threads: Threads<'_>,
     limit: Instant,
 ) -> Vec<gauntlet_schema::CaseRecord> {
     let mut cases: Vec<gauntlet_schema::CaseRecord> = Vec::new();
@@ -43,7 +37,7 @@ pub(super) async fn ask_suite(
         let mut record = crate::run::new_case_record(case, profile);
         let source = crate::run::repeat_source(case, &cases, profile);
         let deadline = Instant::now() + profile.request_timeout;
-        let mut patience = BusyPatience::new(process, profile.request_timeout, limit);
+        let mut patience = BusyPatience::new(threads, profile.request_timeout, limit);
         if crate::run::answer_case(client, case, &mut record, source, deadline, &mut patience).await.is_err()
             && let Some(line) = patience.describe()
         {

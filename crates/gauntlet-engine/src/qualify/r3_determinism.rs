@@ -28,8 +28,7 @@ use super::monitor::Monitor;
 use super::r3_lossless::{ReferenceRuns, judge, run_reference, status as lossless_status};
 use crate::client::{Client, TokenDialect};
 use crate::manifest::Profile;
-use crate::server::ServerProcess;
-use crate::session::{BusyPatience, Session};
+use crate::session::{BusyPatience, Session, Threads};
 use crate::suite::{Case, evaluate, observed_text};
 
 /// What the restart row needs: the session that restarts its server, and the monitor that must not count the
@@ -56,17 +55,17 @@ struct Asked {
     error: Option<String>,
 }
 
-/// One request, waited on past its timeout while `process`'s threads work, never past `limit` (the stage's end).
+/// One request, waited on past its timeout while the server's `threads` work, never past `limit` (the stage's end).
 async fn ask(
     client: &Client,
     profile: &Profile,
     case: &Case,
     body: &Value,
-    process: Option<&ServerProcess>,
+    threads: Threads<'_>,
     limit: Instant,
 ) -> Asked {
     let deadline = Instant::now() + profile.request_timeout;
-    let mut patience = BusyPatience::new(process, profile.request_timeout, limit);
+    let mut patience = BusyPatience::new(threads, profile.request_timeout, limit);
     match client.chat_patiently(body, deadline, &mut patience).await {
         Ok(a) => Asked {
             text: Some(observed_text(&a)),
@@ -173,22 +172,22 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     };
     let mut cache_switch = true;
     let mut references = Vec::new();
-    let process = restart.session.as_deref().and_then(|s| s.process.as_ref());
+    let threads = restart.session.as_deref().map_or(Threads::Unreadable, Session::threads);
     for case in &cases {
         let plain = body(case, profile, dialect);
-        let reference = ask(client, profile, case, &plain, process, limit).await;
-        let warm = ask(client, profile, case, &plain, process, limit).await;
+        let reference = ask(client, profile, case, &plain, threads, limit).await;
+        let warm = ask(client, profile, case, &plain, threads, limit).await;
         push(MatrixRow::Repeat, &case.id, 0, &reference, &warm);
         let mut cold_body = plain.clone();
         cache_switch = dialect.skip_prompt_cache(&mut cold_body);
         if cache_switch {
-            let cold = ask(client, profile, case, &cold_body, process, limit).await;
+            let cold = ask(client, profile, case, &cold_body, threads, limit).await;
             push(MatrixRow::PrefixCache, &case.id, 0, &reference, &cold);
         }
-        let stream = ask(client, profile, case, &streamed(plain.clone()), process, limit).await;
+        let stream = ask(client, profile, case, &streamed(plain.clone()), threads, limit).await;
         push(MatrixRow::Stream, &case.id, 0, &reference, &stream);
         let copies =
-            futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain, process, limit))).await;
+            futures_util::future::join_all((0..n).map(|_| ask(client, profile, case, &plain, threads, limit))).await;
         for (i, copy) in copies.iter().enumerate() {
             push(MatrixRow::Concurrent, &case.id, i, &reference, copy);
         }
@@ -197,7 +196,7 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     // With a draft: the suite once more on the draft's server, as the gate asks it, for the losslessness step.
     let lossless_against = restart.lossless_against;
     let draft_answers = match lossless_against {
-        Some(_) => super::r1_correctness::ask_suite(client, profile, process, limit).await,
+        Some(_) => super::r1_correctness::ask_suite(client, profile, threads, limit).await,
         None => Vec::new(),
     };
     let mut reference_runs: Option<ReferenceRuns> = None;
@@ -209,9 +208,9 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     .await;
     let restart_not_run = match restarted {
         Ok(session) => {
-            let process = session.process.as_ref();
+            let threads = session.threads();
             for (case, plain, reference) in &references {
-                let again = ask(client, profile, case, plain, process, limit).await;
+                let again = ask(client, profile, case, plain, threads, limit).await;
                 push(MatrixRow::Restart, &case.id, 0, reference, &again);
             }
             None

@@ -15,7 +15,7 @@ use crate::client::{Client, ClientError, Patience, TokenDialect};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::describe_exit;
-use crate::session::{BusyPatience, Session, SessionOptions};
+use crate::session::{BusyPatience, Session, SessionOptions, Threads};
 use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
@@ -139,7 +139,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             let asked = Instant::now();
             // Past its timeout, a request is waited on while the server's threads work (busy, not hung), within the
             // budget.
-            let mut patience = BusyPatience::new(session.process.as_ref(), profile.request_timeout, budget_deadline);
+            let mut patience = BusyPatience::new(session.threads(), profile.request_timeout, budget_deadline);
             let answered = rt.block_on(answer_case(&client, case, &mut record, source, deadline, &mut patience));
             let wall = asked.elapsed();
             let waited = patience.describe();
@@ -189,8 +189,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                 if matches!(e, ClientError::Timeout { .. })
                     && session.exited().is_none()
                     && Instant::now() < budget_deadline
-                    && let Err(why) =
-                        rt.block_on(still_answers(&client, profile, session.process.as_ref(), budget_deadline))
+                    && let Err(why) = rt.block_on(still_answers(&client, profile, session.threads(), budget_deadline))
                 {
                     hung = true;
                     let what = format!(
@@ -389,7 +388,7 @@ const BUDGET_STRETCH_MAX: f64 = 3.0;
 pub(crate) async fn still_answers(
     client: &Client,
     profile: &Profile,
-    process: Option<&crate::server::ServerProcess>,
+    threads: Threads<'_>,
     cap: Instant,
 ) -> Result<(), String> {
     let short = (profile.request_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
@@ -403,7 +402,7 @@ pub(crate) async fn still_answers(
         "max_tokens": 1,
         "temperature": 0,
     });
-    let mut patience = BusyPatience::new(process, short, cap);
+    let mut patience = BusyPatience::new(threads, short, cap);
     match client.chat_patiently(&probe, Instant::now() + short, &mut patience).await {
         Ok(_) => Ok(()),
         Err(e) => Err(format!(

@@ -104,6 +104,25 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
     processes().into_iter().filter(|p| p.state != 'Z' && p.pgrp == pgid).map(|p| p.pid).collect()
 }
 
+/// `roots` and every live process descended from them (by parent pid), sorted: an attached server's listener and
+/// the workers it started (vLLM's engine core and worker are its children).
+pub fn process_tree(roots: &[i32]) -> Vec<i32> {
+    let procs: Vec<Proc> = processes().into_iter().filter(|p| p.state != 'Z').collect();
+    let mut tree: Vec<i32> = roots.iter().copied().filter(|r| procs.iter().any(|p| p.pid == *r)).collect();
+    let mut at = 0;
+    while at < tree.len() {
+        let parent = tree[at];
+        for p in &procs {
+            if p.ppid == parent && !tree.contains(&p.pid) {
+                tree.push(p.pid);
+            }
+        }
+        at += 1;
+    }
+    tree.sort_unstable();
+    tree
+}
+
 /// Live processes outside the group `pgid` whose environment carries `MARKER_VAR=marker`: descendants of the
 /// group that left it. gauntlet itself is never one (it does not carry the marker).
 pub(crate) fn escaped_members(marker: &str, pgid: i32) -> Vec<i32> {
@@ -203,5 +222,31 @@ pub(crate) fn reap_children() {
         if unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) } <= 0 {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tree_tests {
+    use super::*;
+
+    /// A shell's tree holds the shell and the child it started; a pid that is gone has no tree.
+    #[test]
+    fn a_process_tree_holds_the_root_and_its_descendants() {
+        let mut sh = std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).spawn().unwrap();
+        let root = sh.id() as i32;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut tree = process_tree(&[root]);
+        while tree.len() < 2 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            tree = process_tree(&[root]);
+        }
+        let child = tree.iter().copied().find(|p| *p != root);
+        if let Some(c) = child {
+            unsafe { libc::kill(c, libc::SIGKILL) };
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert!(tree.contains(&root) && child.is_some(), "{tree:?}");
+        assert_eq!(process_tree(&[root]), Vec::<i32>::new(), "a reaped root has no tree");
     }
 }

@@ -8,7 +8,7 @@ pub mod sched;
 mod signals;
 
 pub use cgroup::availability as cgroup_availability;
-pub use group::{ExpectedChild, group_members, spawn_expected};
+pub use group::{ExpectedChild, group_members, process_tree, spawn_expected};
 pub use port_owner::server_pids;
 pub use process::{
     Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,

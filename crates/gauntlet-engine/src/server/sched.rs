@@ -143,6 +143,11 @@ impl Sample {
         Sample { threads, group }
     }
 
+    /// No thread was read.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+
     /// Nanoseconds every sampled thread has waited for a CPU since it started, summed (threads that wait side by
     /// side each count): the load's account, where every thread's start is in the measured span.
     pub fn total_wait_ns(&self) -> u64 {

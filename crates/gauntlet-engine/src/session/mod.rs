@@ -42,7 +42,7 @@ use crate::server::{ServerProcess, SpawnError};
 
 pub use crate::server::server_pids;
 pub use identity::compute_identity;
-pub use patience::{BusyPatience, Look};
+pub use patience::{BusyPatience, Look, Threads};
 pub use steps::OnGpu;
 pub(crate) use steps::server_build_info;
 pub(crate) use steps::server_on_gpu;
@@ -215,6 +215,8 @@ pub struct Session {
     /// Seconds waited for the GPU and who held it meanwhile.
     pub gpu_wait: Option<(f64, Vec<String>)>,
     pub(crate) process: Option<ServerProcess>,
+    /// An attached server's listeners on this machine, found at the first [`Session::threads`] (empty: none seen).
+    attached_listeners: std::sync::OnceLock<Vec<i32>>,
     /// The scrape of the server's `/metrics` before the run, where the profile has a metrics path.
     metrics: Option<metrics::MetricsProbe>,
     bracket: Option<Result<crate::sentry::kmsg::Bracket, String>>,
@@ -286,6 +288,7 @@ impl Session {
             build_identity: None,
             gpu_wait: None,
             process: None,
+            attached_listeners: std::sync::OnceLock::new(),
             metrics: profile.metrics_path.as_deref().map(metrics::MetricsProbe::new),
             bracket: None,
             probe,
@@ -427,6 +430,18 @@ impl Session {
     /// The spawned server's exit status once it exited (non-blocking); None while it runs or when attached.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
         self.process.as_mut().and_then(ServerProcess::exited)
+    }
+
+    /// Whose threads say whether the server is working ([`BusyPatience`]): the started server's, or an attached
+    /// server's listeners on this machine and their descendants.
+    pub fn threads(&self) -> Threads<'_> {
+        if let Some(p) = &self.process {
+            return Threads::Spawned(p);
+        }
+        let listeners = self.attached_listeners.get_or_init(|| {
+            server_pids(&self.base_url).map(|pids| pids.into_iter().map(|p| p as i32).collect()).unwrap_or_default()
+        });
+        if listeners.is_empty() { Threads::Unreadable } else { Threads::Attached(listeners) }
     }
 
     pub(crate) fn process_mut(&mut self) -> Option<&mut ServerProcess> {
