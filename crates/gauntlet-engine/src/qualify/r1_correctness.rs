@@ -1,10 +1,10 @@
 //! R1, correctness: the suite's cases asked one at a time, and the rule `verify` recomputes from their records.
 //! Never judges a case itself: the suite's checks do.
 
+use std::time::Instant;
+
 use gauntlet_schema::CaseStatus;
 use serde_json::json;
-
-use std::time::Instant;
 
 use super::Outcome;
 use crate::client::Client;

@@ -179,9 +179,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                     Some(line) => format!("{e}; {line}"),
                     None => e.to_string(),
                 };
-                if waited.is_some() {
-                    record.error = Some(what.clone());
-                }
+                record.error = Some(what.clone());
                 session.life.finding("request-error", Severity::Fail, what, Some(&case.id));
                 // A timeout closed its connection (the request's future is gone), so the server may stop that work.
                 // Does it still answer? If not, the hang is named here and the remaining cases are skipped, as after

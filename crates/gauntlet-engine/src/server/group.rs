@@ -229,10 +229,12 @@ pub(crate) fn reap_children() {
 mod tree_tests {
     use super::*;
 
-    /// A shell's tree holds the shell and the child it started; a pid that is gone has no tree.
+    /// A shell's tree holds the shell and the child it started; a pid that is gone has no tree. The shell leads a
+    /// process group of its own, killed whole, so its child never outlives the test.
     #[test]
     fn a_process_tree_holds_the_root_and_its_descendants() {
-        let mut sh = std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).spawn().unwrap();
+        use std::os::unix::process::CommandExt as _;
+        let mut sh = std::process::Command::new("sh").args(["-c", "sleep 30 & wait"]).process_group(0).spawn().unwrap();
         let root = sh.id() as i32;
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         let mut tree = process_tree(&[root]);
@@ -241,10 +243,8 @@ mod tree_tests {
             tree = process_tree(&[root]);
         }
         let child = tree.iter().copied().find(|p| *p != root);
-        if let Some(c) = child {
-            unsafe { libc::kill(c, libc::SIGKILL) };
-        }
-        let _ = sh.kill();
+        // SAFETY: kill(2) on the group this test made; no memory is touched.
+        unsafe { libc::kill(-root, libc::SIGKILL) };
         let _ = sh.wait();
         assert!(tree.contains(&root) && child.is_some(), "{tree:?}");
         assert_eq!(process_tree(&[root]), Vec::<i32>::new(), "a reaped root has no tree");

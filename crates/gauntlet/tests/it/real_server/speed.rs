@@ -67,6 +67,16 @@ fn manifest(dir: &Path, port: u16) -> PathBuf {
     path
 }
 
+/// [`manifest`] with one setting's line replaced (`(from, to)`; `from` must be there).
+fn manifest_with(dir: &Path, port: u16, (from, to): (&str, &str)) -> PathBuf {
+    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
+    let path = manifest(dir, port);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{from} is not in the manifest");
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    path
+}
+
 fn run_profile(manifest: &Path, out: &Path, extra: &[&str]) -> Run {
     let mut args = vec!["run", "--manifest", manifest.to_str().unwrap(), "--out", out.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -247,12 +257,9 @@ fn hog(group: &Group) -> crate::common::Reaped {
 /// its quota throttled is the server's own slowness. Nothing is timed here beyond the budget under test.
 #[test]
 fn a_crowded_machine_gives_the_suite_budget_back_and_a_server_slowed_by_its_own_quota_does_not_get_it() {
-    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let manifest = manifest(dir.path(), port);
-    let text = std::fs::read_to_string(&manifest).unwrap().replace("suite_budget = \"600s\"", "suite_budget = \"15s\"");
-    std::fs::write(&manifest, text).unwrap();
+    let manifest = manifest_with(dir.path(), port, ("suite_budget = \"600s\"", "suite_budget = \"15s\""));
     let events = |run: &Run| -> Vec<Value> {
         let r = run.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", run.explain()));
         r["server"]["events"].as_array().cloned().unwrap_or_default()
@@ -297,13 +304,9 @@ fn a_crowded_machine_gives_the_suite_budget_back_and_a_server_slowed_by_its_own_
 /// The idle side (a server whose threads sleep keeps its timeout) is `faults::lifecycle::hang_before_first_byte…`.
 #[test]
 fn a_request_past_its_timeout_is_waited_on_while_the_server_computes_it() {
-    assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let manifest = manifest(dir.path(), port);
-    let text =
-        std::fs::read_to_string(&manifest).unwrap().replace("request_timeout = \"120s\"", "request_timeout = \"1s\"");
-    std::fs::write(&manifest, text).unwrap();
+    let manifest = manifest_with(dir.path(), port, ("request_timeout = \"120s\"", "request_timeout = \"1s\""));
     let words = "apple river stone candle window garden silver morning ".repeat(190);
     let suite = format!(
         "id = \"long\"\nversion = 1\n[[cases]]\nid = \"long\"\nmax_tokens = 16\nmessages = [{{ role = \"user\", content = \
