@@ -145,10 +145,9 @@ fn find_base() -> Result<(PathBuf, Version), CgroupError> {
     if std::env::var_os("GAUNTLET_CGROUP").is_some_and(|v| v == "off") {
         return Err(CgroupError::Off);
     }
-    let read =
-        |path: &'static str| std::fs::read_to_string(path).map_err(|e| CgroupError::Proc { path, source: Arc::new(e) });
-    let own = read("/proc/self/cgroup")?;
-    let mounts = read("/proc/self/mountinfo")?;
+    let unread = |path, e| CgroupError::Proc { path, source: Arc::new(e) };
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| unread("/proc/self/cgroup", e))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| unread("/proc/self/mountinfo", e))?;
     let mut why = Vec::new();
     for version in [Version::V2, Version::V1Pids] {
         match candidate(&own, &mounts, version) {
