@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
     let export = match aiperf::parse(text, ORIGIN) {
         Ok(e) => e,
         Err(e) => {
+            let e = e.to_string();
             assert!(e.starts_with(&format!("{ORIGIN}: ")), "an error names the file: {e:?}");
             assert!(!e.chars().any(char::is_control), "no control text passes: {e:?}");
             return;

@@ -57,14 +57,25 @@ pub struct RequestMetrics {
     pub problems: Vec<String>,
 }
 
+/// Why a request gives no metrics; either way it counts as failed, never dropped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The transport's or the server's error, as the timeline keeps it (a record's `error` text).
+    #[error("{0}")]
+    Failed(String),
+    /// It ended without error, but no event carried a token.
+    #[error("no token in the stream")]
+    NoToken,
+}
+
 /// The metrics of one request, or why it failed (an error, or no token at all).
-pub fn request(t: &Timeline) -> Result<RequestMetrics, String> {
+pub fn request(t: &Timeline) -> Result<RequestMetrics, RequestError> {
     if let Some(e) = &t.error {
-        return Err(e.clone());
+        return Err(RequestError::Failed(e.clone()));
     }
     let tokens: Vec<&Event> = t.events.iter().filter(|e| e.is_token()).collect();
     let (Some(first), Some(last)) = (tokens.first(), tokens.last()) else {
-        return Err("no token in the stream".into());
+        return Err(RequestError::NoToken);
     };
     let ttft = first.at;
     let e2el = last.at;
@@ -206,7 +217,7 @@ impl Pool {
     }
 
     /// One request sent `start` seconds into the run, with its metrics or why it failed.
-    pub fn add(&mut self, start: f64, result: Result<RequestMetrics, String>) {
+    pub fn add(&mut self, start: f64, result: Result<RequestMetrics, RequestError>) {
         self.requests += 1;
         let Ok(m) = result else { return };
         self.ok += 1;

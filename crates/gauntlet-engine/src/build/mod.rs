@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::manifest::BuildSpec;
 use crate::server::{ServerProcess, StopOutcome, describe_exit};
 
-pub use source::tree_digest;
+pub use source::{SourceError, tree_digest};
 
 /// The record of the last successful build, kept in the build directory.
 const STATE_FILE: &str = ".gauntlet-build.json";
@@ -58,7 +58,7 @@ fn source_digest(spec: &BuildSpec) -> Result<Option<String>, BuildError> {
     let Some(src) = &spec.source else { return Ok(None) };
     tree_digest(src, &spec.dir, &spec.dir.join(".gauntlet-source-memo.json"))
         .map(Some)
-        .map_err(|reason| BuildError::Start { server: spec.server.clone(), reason })
+        .map_err(|e| BuildError::Start { server: spec.server.clone(), reason: e.to_string() })
 }
 
 /// The digest recorded by the last successful build in `spec.dir`, if any (for a run that did not build).

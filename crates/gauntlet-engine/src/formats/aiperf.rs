@@ -19,8 +19,9 @@ use serde_json::{Map, Value};
 
 use gauntlet_schema::bench::{BenchRecord, Level};
 
-use super::Row;
+use super::{LevelError, Row};
 use crate::bench::summary::{Distribution, HIGHEST, Values};
+use crate::util::bounded::ReadError;
 
 /// The most a profile export may weigh (a record carries every chunk gap of its request: the record cap).
 pub const CAP: u64 = crate::util::bounded::RECORD_CAP;
@@ -69,6 +70,47 @@ impl ProfileExport {
     }
 }
 
+/// Why a profile export was refused; every variant names the file (`origin`), and a record's its line.
+#[derive(Debug, thiserror::Error)]
+pub enum AiperfError {
+    #[error("{origin}: {source}")]
+    Read { origin: String, source: ReadError },
+    #[error("{origin}: line {line}: more than {max} records")]
+    TooManyRecords { origin: String, line: usize, max: usize },
+    #[error("{origin}: line {line}: {source}")]
+    Record { origin: String, line: usize, source: RecordError },
+    #[error("{origin}: not an AIPerf profile export: no record")]
+    NoRecord { origin: String },
+}
+
+/// What is wrong with one record (one line) of a profile export. `key` is the dotted path of the field at fault;
+/// `found` a value as an error shows it ([`short`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("not JSON ({0})")]
+    Json(#[source] serde_json::Error),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("no `metadata` (not an AIPerf per-request record)")]
+    NoMetadata,
+    #[error("no `metrics` in a record without an error")]
+    NoMetrics,
+    #[error("`{key}` is missing")]
+    Missing { key: String },
+    #[error("`{key}` must be {expected}, found {found}")]
+    Invalid { key: String, expected: &'static str, found: String },
+    #[error("`{key}` {unit}: expected {expected}")]
+    Unit { key: String, unit: String, expected: &'static str },
+    #[error("`metadata.request_end_ns` {end_ns} is before `request_start_ns` {start_ns}")]
+    EndBeforeStart { start_ns: u64, end_ns: u64 },
+    #[error("`{key}` {value} {unit} is more than a day: not a request's time")]
+    OverADay { key: String, value: String, unit: String },
+}
+
+fn invalid(key: impl Into<String>, expected: &'static str, found: String) -> RecordError {
+    RecordError::Invalid { key: key.into(), expected, found }
+}
+
 /// A value as an error message shows it: at most 40 characters, no control character.
 fn short(v: &Value) -> String {
     let s = v.to_string();
@@ -90,62 +132,60 @@ fn seconds_per(unit: &str) -> Option<f64> {
     }
 }
 
-fn number(v: &Value, what: &str) -> Result<f64, String> {
+fn number(v: &Value, key: &str) -> Result<f64, RecordError> {
     match v.as_f64() {
         Some(x) if v.is_number() && x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!("{what} must be a finite non-negative number, found {}", short(v))),
+        _ => Err(invalid(key, "a finite non-negative number", short(v))),
     }
 }
 
 /// One metric's `{value, unit}`, its values in seconds (a time metric) or as they are (`tokens`).
-fn metric(metrics: &Map<String, Value>, name: &str, time: bool) -> Result<Option<Vec<f64>>, String> {
+fn metric(metrics: &Map<String, Value>, name: &str, time: bool) -> Result<Option<Vec<f64>>, RecordError> {
     let Some(m) = metrics.get(name) else { return Ok(None) };
     let Value::Object(m) = m else {
-        return Err(format!("`metrics.{name}` must be an object of `value` and `unit`, found {}", short(m)));
+        return Err(invalid(format!("metrics.{name}"), "an object of `value` and `unit`", short(m)));
     };
     let unit = match m.get("unit") {
         Some(Value::String(u)) => u.as_str(),
         other => {
-            return Err(format!(
-                "`metrics.{name}.unit` must be a string, found {}",
-                other.map_or("nothing".into(), short)
-            ));
+            return Err(invalid(format!("metrics.{name}.unit"), "a string", other.map_or("nothing".into(), short)));
         }
     };
+    let unit_error = |expected| RecordError::Unit {
+        key: format!("metrics.{name}.unit"),
+        unit: short(&Value::String(unit.to_owned())),
+        expected,
+    };
     let scale = if time {
-        seconds_per(unit).ok_or_else(|| {
-            format!("`metrics.{name}.unit` {}: expected ns, us, ms or s", short(&Value::String(unit.to_owned())))
-        })?
+        seconds_per(unit).ok_or_else(|| unit_error("ns, us, ms or s"))?
     } else if unit == "tokens" {
         1.0
     } else {
-        return Err(format!("`metrics.{name}.unit` {}: expected tokens", short(&Value::String(unit.to_owned()))));
+        return Err(unit_error("tokens"));
     };
     let what = format!("metrics.{name}.value");
     // A time is at most a day: no benchmark request lasts longer, and a bound keeps every sum, mean and millisecond
     // figure made from the values finite (1e308 s is a finite number whose mean or value in ms is not).
-    let checked = |x: &Value, at: &str| match number(x, at)? {
+    let checked = |x: &Value, at: String| match number(x, &at)? {
         v if time && v * scale > HIGHEST => {
-            Err(format!("{at} {} {unit} is more than a day: not a request's time", short(x)))
+            Err(RecordError::OverADay { key: at, value: short(x), unit: unit.to_owned() })
         }
         v => Ok(v),
     };
     let values = match m.get("value") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(a)) => {
-            a.iter().enumerate().map(|(i, x)| checked(x, &format!("`{what}[{i}]`"))).collect::<Result<Vec<_>, _>>()?
+            a.iter().enumerate().map(|(i, x)| checked(x, format!("{what}[{i}]"))).collect::<Result<Vec<_>, _>>()?
         }
-        Some(x) => vec![checked(x, &format!("`{what}`"))?],
+        Some(x) => vec![checked(x, what)?],
     };
     Ok(Some(values.into_iter().map(|x| x * scale).collect()))
 }
 
-fn nanoseconds(metadata: &Map<String, Value>, key: &str) -> Result<u64, String> {
+fn nanoseconds(metadata: &Map<String, Value>, key: &str) -> Result<u64, RecordError> {
     match metadata.get(key) {
-        Some(v) => {
-            v.as_u64().ok_or_else(|| format!("`metadata.{key}` must be a whole number of ns, found {}", short(v)))
-        }
-        None => Err(format!("`metadata.{key}` is missing")),
+        Some(v) => v.as_u64().ok_or_else(|| invalid(format!("metadata.{key}"), "a whole number of ns", short(v))),
+        None => Err(RecordError::Missing { key: format!("metadata.{key}") }),
     }
 }
 
@@ -161,33 +201,33 @@ struct Read {
     output_tokens: Option<u64>,
 }
 
-fn record(line: &str) -> Result<Read, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not JSON ({e})"))?;
-    let Value::Object(o) = v else { return Err("not a JSON object".into()) };
+fn record(line: &str) -> Result<Read, RecordError> {
+    let v: Value = serde_json::from_str(line).map_err(RecordError::Json)?;
+    let Value::Object(o) = v else { return Err(RecordError::NotAnObject) };
     let metadata = match o.get("metadata") {
         Some(Value::Object(m)) => m,
-        Some(x) => return Err(format!("`metadata` must be an object, found {}", short(x))),
-        None => return Err("no `metadata` (not an AIPerf per-request record)".into()),
+        Some(x) => return Err(invalid("metadata", "an object", short(x))),
+        None => return Err(RecordError::NoMetadata),
     };
     let start_ns = nanoseconds(metadata, "request_start_ns")?;
     let end_ns = nanoseconds(metadata, "request_end_ns")?;
     if end_ns < start_ns {
-        return Err(format!("`metadata.request_end_ns` {end_ns} is before `request_start_ns` {start_ns}"));
+        return Err(RecordError::EndBeforeStart { start_ns, end_ns });
     }
     let profiling = match metadata.get("benchmark_phase") {
         None | Some(Value::Null) => true,
         Some(Value::String(p)) => p == "profiling",
-        Some(x) => return Err(format!("`metadata.benchmark_phase` must be a string, found {}", short(x))),
+        Some(x) => return Err(invalid("metadata.benchmark_phase", "a string", short(x))),
     };
     let cancelled = match metadata.get("was_cancelled") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(x) => return Err(format!("`metadata.was_cancelled` must be true or false, found {}", short(x))),
+        Some(x) => return Err(invalid("metadata.was_cancelled", "true or false", short(x))),
     };
     let failed = match o.get("error") {
         None | Some(Value::Null) => false,
         Some(Value::Object(_)) => true,
-        Some(x) => return Err(format!("`error` must be null or an object, found {}", short(x))),
+        Some(x) => return Err(invalid("error", "null or an object", short(x))),
     };
     let mut read =
         Read { profiling, start_ns, end_ns, failed, cancelled, latencies: Default::default(), output_tokens: None };
@@ -196,8 +236,8 @@ fn record(line: &str) -> Result<Read, String> {
     }
     let metrics = match o.get("metrics") {
         Some(Value::Object(m)) => m,
-        Some(x) => return Err(format!("`metrics` must be an object, found {}", short(x))),
-        None => return Err("no `metrics` in a record without an error".into()),
+        Some(x) => return Err(invalid("metrics", "an object", short(x))),
+        None => return Err(RecordError::NoMetrics),
     };
     for (slot, (name, _, _)) in read.latencies.iter_mut().zip(LATENCIES) {
         let values = metric(metrics, name, true)?;
@@ -205,7 +245,7 @@ fn record(line: &str) -> Result<Read, String> {
             && values.len() != 1
             && *name != "inter_chunk_latency"
         {
-            return Err(format!("`metrics.{name}.value` must be one number, found a list of {}", values.len()));
+            return Err(invalid(format!("metrics.{name}.value"), "one number", format!("a list of {}", values.len())));
         }
         *slot = values;
     }
@@ -213,14 +253,14 @@ fn record(line: &str) -> Result<Read, String> {
         None => None,
         Some([n]) if n.fract() == 0.0 && *n <= (1u64 << 53) as f64 => Some(*n as u64),
         Some(other) => {
-            return Err(format!("`metrics.output_sequence_length.value` must be a whole number, found {other:?}"));
+            return Err(invalid("metrics.output_sequence_length.value", "a whole number", format!("{other:?}")));
         }
     };
     Ok(read)
 }
 
 /// Parses the text of a profile export; `origin` names it in every error.
-pub fn parse(text: &str, origin: &str) -> Result<ProfileExport, String> {
+pub fn parse(text: &str, origin: &str) -> Result<ProfileExport, AiperfError> {
     let mut out = ProfileExport {
         completed: 0,
         failed: 0,
@@ -243,9 +283,9 @@ pub fn parse(text: &str, origin: &str) -> Result<ProfileExport, String> {
         let n = i + 1;
         records += 1;
         if records > RECORDS_MAX {
-            return Err(format!("{origin}: line {n}: more than {RECORDS_MAX} records"));
+            return Err(AiperfError::TooManyRecords { origin: origin.to_owned(), line: n, max: RECORDS_MAX });
         }
-        let r = record(line).map_err(|e| format!("{origin}: line {n}: {e}"))?;
+        let r = record(line).map_err(|source| AiperfError::Record { origin: origin.to_owned(), line: n, source })?;
         if !r.profiling {
             out.other_phase += 1;
             continue;
@@ -269,7 +309,7 @@ pub fn parse(text: &str, origin: &str) -> Result<ProfileExport, String> {
         }
     }
     if records == 0 {
-        return Err(format!("{origin}: not an AIPerf profile export: no record"));
+        return Err(AiperfError::NoRecord { origin: origin.to_owned() });
     }
     if out.completed > 0 {
         out.duration_s = Some((last_end - first_start) as f64 / 1e9);
@@ -292,26 +332,19 @@ pub fn parse(text: &str, origin: &str) -> Result<ProfileExport, String> {
 }
 
 /// Reads a profile export the user named (bounded, a regular file; a symlink the user chose is followed).
-pub fn read(path: &Path) -> Result<ProfileExport, String> {
-    let text = crate::util::bounded::read_named_text(path, CAP).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<ProfileExport, AiperfError> {
+    let text = crate::util::bounded::read_named_text(path, CAP)
+        .map_err(|source| AiperfError::Read { origin: path.display().to_string(), source })?;
     parse(&text, &path.display().to_string())
 }
 
 /// gauntlet's level to put beside the AIPerf run: the one asked for, else the bench's only one (the export states
 /// no concurrency; its peak in flight is named to help choose).
-pub fn pick_level<'a>(a: &ProfileExport, r: &'a BenchRecord, asked: Option<usize>) -> Result<&'a Level, String> {
-    let levels: Vec<usize> = r.levels.iter().map(|l| l.concurrency).collect();
-    match asked {
-        Some(c) => r.levels.iter().find(|l| l.concurrency == c).ok_or_else(|| {
-            format!("the bench has no level at concurrency {c} (it has {levels:?}); choose one with --concurrency")
-        }),
-        None if r.levels.len() == 1 => Ok(&r.levels[0]),
-        None => Err(format!(
-            "an AIPerf export states no concurrency (its peak in flight was {}) and the bench has levels {levels:?}: \
-             choose one with --concurrency",
-            a.peak_in_flight
-        )),
-    }
+pub fn pick_level<'a>(a: &ProfileExport, r: &'a BenchRecord, asked: Option<usize>) -> Result<&'a Level, LevelError> {
+    super::pick_level(r, asked, || LevelError::AiperfStatesNone {
+        peak_in_flight: a.peak_in_flight,
+        levels: super::concurrencies(r),
+    })
 }
 
 /// The AIPerf run's numbers beside the bench level's: throughputs (both over AIPerf's duration, first request start
@@ -382,7 +415,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_the_line_and_never_panic() {
-        let e = |t: &str| parse(t, "p.jsonl").unwrap_err();
+        let e = |t: &str| parse(t, "p.jsonl").unwrap_err().to_string();
         assert_eq!(e(""), "p.jsonl: not an AIPerf profile export: no record");
         assert_eq!(e("\n[1]"), "p.jsonl: line 2: not a JSON object");
         assert!(e("{").starts_with("p.jsonl: line 1: not JSON ("));
@@ -426,6 +459,25 @@ mod tests {
         assert_eq!((a.completed, a.failed, a.duration_s, a.request_throughput()), (0, 1, None, None));
     }
 
+    /// The line and the field at fault are data a caller can match on, not only words.
+    #[test]
+    fn a_bad_record_is_the_record_variant_with_its_line_and_key() {
+        let ok = line(1, 2, 1.0, 2.0, "1", 2);
+        let bad = format!("{ok}\n\n{}", ok.replace("\"error\": null", "\"error\": 3"));
+        match parse(&bad, "p.jsonl") {
+            Err(AiperfError::Record { line: 3, source: RecordError::Invalid { key, .. }, .. }) => {
+                assert_eq!(key, "error")
+            }
+            other => panic!("expected a bad `error` on line 3, got {other:?}"),
+        }
+        assert!(matches!(parse("\n \n", "p.jsonl"), Err(AiperfError::NoRecord { .. })));
+        let back = ok.replace("\"request_end_ns\": 2", "\"request_end_ns\": 0");
+        assert!(matches!(
+            parse(&back, "p.jsonl"),
+            Err(AiperfError::Record { source: RecordError::EndBeforeStart { start_ns: 1, end_ns: 0 }, .. })
+        ));
+    }
+
     /// Found while fuzzing `aiperf_export`: a latency of 1e308 s is a finite number, but its value in milliseconds
     /// (a `compare-bench` row) or the mean of two such is not. A time over a day is refused, naming its key.
     #[test]
@@ -433,12 +485,12 @@ mod tests {
         let ok = line(1, 2, 1.0, 2.0, "1", 2);
         let huge = ok.replace("\"value\": 2, \"unit\": \"ms\"", "\"value\": 1e308, \"unit\": \"s\"");
         assert_eq!(
-            parse(&huge, "p.jsonl").unwrap_err(),
+            parse(&huge, "p.jsonl").unwrap_err().to_string(),
             "p.jsonl: line 1: `metrics.request_latency.value` 1e+308 s is more than a day: not a request's time"
         );
         let gap = ok.replace("[1]", "[1, 86400001]");
         assert_eq!(
-            parse(&gap, "p.jsonl").unwrap_err(),
+            parse(&gap, "p.jsonl").unwrap_err().to_string(),
             "p.jsonl: line 1: `metrics.inter_chunk_latency.value[1]` 86400001 ms is more than a day: not a request's \
              time"
         );

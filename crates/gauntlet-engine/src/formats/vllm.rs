@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use gauntlet_schema::bench::{BenchRecord, Level};
 
-use super::Row;
+use super::{LevelError, Row};
+use crate::util::bounded::ReadError;
 
 /// The most a save-result file may weigh (its per-request arrays can be large: the record cap).
 pub const CAP: u64 = crate::util::bounded::RECORD_CAP;
@@ -53,40 +54,62 @@ fn text(object: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
     Some(s.chars().take(200).map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect())
 }
 
+/// Why a save-result file was refused; every variant names the file (`origin`) and, where one is at fault, the key.
+#[derive(Debug, thiserror::Error)]
+pub enum VllmError {
+    #[error("{origin}: {source}")]
+    Read { origin: String, source: ReadError },
+    #[error("{origin}: not a vLLM save-result file: invalid JSON ({source})")]
+    Json { origin: String, source: serde_json::Error },
+    #[error("{origin}: not a vLLM save-result file: expected a JSON object")]
+    NotAnObject { origin: String },
+    #[error("{origin}: not a vLLM save-result file: `{key}` is missing")]
+    Missing { origin: String, key: &'static str },
+    #[error("{origin}: `{key}` must be a number, found {found}")]
+    NotANumber { origin: String, key: String, found: &'static str },
+    /// Negative, or too large to be a finite `f64`.
+    #[error("{origin}: `{key}` must be a finite non-negative number, found {found}")]
+    OutOfRange { origin: String, key: String, found: serde_json::Number },
+    #[error("{origin}: `{key}` must be a whole number, found {found}")]
+    NotWhole { origin: String, key: &'static str, found: f64 },
+    /// `found` is cut and its control characters replaced.
+    #[error("{origin}: `request_rate` must be a number or \"inf\", found \"{found}\"")]
+    BadRate { origin: String, found: String },
+}
+
 /// Parses the text of a save-result file; `origin` names it in every error.
-pub fn parse(text_in: &str, origin: &str) -> Result<SaveResult, String> {
-    let value: Value = serde_json::from_str(text_in)
-        .map_err(|e| format!("{origin}: not a vLLM save-result file: invalid JSON ({e})"))?;
+pub fn parse(text_in: &str, origin: &str) -> Result<SaveResult, VllmError> {
+    let origin_ = || origin.to_owned();
+    let value: Value = serde_json::from_str(text_in).map_err(|source| VllmError::Json { origin: origin_(), source })?;
     let Value::Object(o) = value else {
-        return Err(format!("{origin}: not a vLLM save-result file: expected a JSON object"));
+        return Err(VllmError::NotAnObject { origin: origin_() });
     };
-    let number = |key: &str| -> Result<Option<f64>, String> {
+    let number = |key: &str| -> Result<Option<f64>, VllmError> {
         match o.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) => match n.as_f64() {
                 Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-                _ => Err(format!("{origin}: `{key}` must be a finite non-negative number, found {n}")),
+                _ => Err(VllmError::OutOfRange { origin: origin_(), key: key.to_owned(), found: n.clone() }),
             },
-            Some(other) => Err(format!("{origin}: `{key}` must be a number, found {}", kind(other))),
+            Some(other) => Err(VllmError::NotANumber { origin: origin_(), key: key.to_owned(), found: kind(other) }),
         }
     };
-    let required = |key: &str| -> Result<f64, String> {
-        number(key)?.ok_or_else(|| format!("{origin}: not a vLLM save-result file: `{key}` is missing"))
+    let required = |key: &'static str| -> Result<f64, VllmError> {
+        number(key)?.ok_or_else(|| VllmError::Missing { origin: origin_(), key })
     };
-    let integer = |key: &str| -> Result<Option<u64>, String> {
+    let integer = |key: &'static str| -> Result<Option<u64>, VllmError> {
         match number(key)? {
             None => Ok(None),
             Some(x) if x.fract() == 0.0 && x <= u64::MAX as f64 => Ok(Some(x as u64)),
-            Some(x) => Err(format!("{origin}: `{key}` must be a whole number, found {x}")),
+            Some(x) => Err(VllmError::NotWhole { origin: origin_(), key, found: x }),
         }
     };
-    let completed = integer("completed")?
-        .ok_or_else(|| format!("{origin}: not a vLLM save-result file: `completed` is missing"))?;
+    let completed = integer("completed")?.ok_or_else(|| VllmError::Missing { origin: origin_(), key: "completed" })?;
     let request_rate = match o.get("request_rate") {
         Some(Value::String(s)) if s == "inf" => None,
         Some(Value::String(s)) => {
             let shown: String = s.chars().take(40).map(|c| if c.is_control() { '\u{FFFD}' } else { c }).collect();
-            return Err(format!("{origin}: `request_rate` must be a number or \"inf\", found \"{shown}\""));
+            return Err(VllmError::BadRate { origin: origin_(), found: shown });
         }
         _ => number("request_rate")?,
     };
@@ -136,25 +159,17 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// Reads a save-result file the user named (bounded, a regular file; a symlink the user chose is followed).
-pub fn read(path: &Path) -> Result<SaveResult, String> {
-    let text = crate::util::bounded::read_named_text(path, CAP).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<SaveResult, VllmError> {
+    let text = crate::util::bounded::read_named_text(path, CAP)
+        .map_err(|source| VllmError::Read { origin: path.display().to_string(), source })?;
     parse(&text, &path.display().to_string())
 }
 
 /// gauntlet's level to put beside the vLLM run: the one asked for, else the one at vLLM's `max_concurrency`,
 /// else the only one.
-pub fn pick_level<'a>(v: &SaveResult, r: &'a BenchRecord, asked: Option<usize>) -> Result<&'a Level, String> {
-    let levels: Vec<usize> = r.levels.iter().map(|l| l.concurrency).collect();
+pub fn pick_level<'a>(v: &SaveResult, r: &'a BenchRecord, asked: Option<usize>) -> Result<&'a Level, LevelError> {
     let want = asked.or(v.max_concurrency.and_then(|c| usize::try_from(c).ok()));
-    match want {
-        Some(c) => r.levels.iter().find(|l| l.concurrency == c).ok_or_else(|| {
-            format!("the bench has no level at concurrency {c} (it has {levels:?}); choose one with --concurrency")
-        }),
-        None if r.levels.len() == 1 => Ok(&r.levels[0]),
-        None => Err(format!(
-            "the vLLM run states no max_concurrency and the bench has levels {levels:?}: choose one with --concurrency"
-        )),
-    }
+    super::pick_level(r, want, || LevelError::VllmStatesNone { levels: super::concurrencies(r) })
 }
 
 /// The vLLM run's numbers beside the bench level's: throughputs, then each latency's mean, median, p99 (and any
@@ -197,7 +212,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_the_key_and_never_panic() {
-        let e = |t: &str| parse(t, "run.json").unwrap_err();
+        let e = |t: &str| parse(t, "run.json").unwrap_err().to_string();
         assert_eq!(e("[1]"), "run.json: not a vLLM save-result file: expected a JSON object");
         assert!(e("{").starts_with("run.json: not a vLLM save-result file: invalid JSON ("));
         assert_eq!(e("{}"), "run.json: not a vLLM save-result file: `completed` is missing");
@@ -222,5 +237,16 @@ mod tests {
         assert_eq!(ok.backend.as_deref(), Some("vllm\u{FFFD}[31m"));
         assert_eq!(ok.request_rate, None);
         assert_eq!(ok.latencies_ms.keys().collect::<Vec<_>>(), vec!["e2el.p99.9"]);
+    }
+
+    /// A caller can tell which key was at fault and why without reading the message.
+    #[test]
+    fn a_missing_required_key_is_the_missing_variant_naming_it() {
+        let base = r#"{"completed": 3, "request_throughput": 2, "output_throughput": 9}"#;
+        assert!(matches!(parse(base, "x"), Err(VllmError::Missing { key: "duration", .. })));
+        let whole = r#"{"completed": 2.5}"#;
+        assert!(matches!(parse(whole, "x"), Err(VllmError::NotWhole { key: "completed", .. })));
+        let absent = std::path::Path::new("/nonexistent/gauntlet/run.json");
+        assert!(matches!(read(absent), Err(VllmError::Read { source: ReadError::NotFound, .. })));
     }
 }

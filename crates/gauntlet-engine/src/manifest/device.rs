@@ -9,9 +9,16 @@ pub enum Device {
     Amd(u32),
 }
 
+/// A `device` value that names no device; `given` is the value as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{given}` is not a device: use \"cpu\", \"nvidia:N\" or \"amd:N\" (N = index)")]
+pub struct DeviceError {
+    pub given: String,
+}
+
 impl Device {
-    pub fn parse(s: &str) -> Result<Device, String> {
-        let bad = || format!("`{s}` is not a device: use \"cpu\", \"nvidia:N\" or \"amd:N\" (N = index)");
+    pub fn parse(s: &str) -> Result<Device, DeviceError> {
+        let bad = || DeviceError { given: s.to_owned() };
         if s == "cpu" {
             return Ok(Device::Cpu);
         }
@@ -52,6 +59,19 @@ impl Device {
             Device::Cpu => "cpu".into(),
             Device::Nvidia(i) => format!("nvidia:{i}"),
             Device::Amd(i) => format!("amd:{i}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_of_no_known_kind_is_refused_with_the_value_given() {
+        assert_eq!(Device::parse("amd:3"), Ok(Device::Amd(3)));
+        for bad in ["tpu:0", "nvidia:", "nvidia:-1", "gpu"] {
+            assert_eq!(Device::parse(bad), Err(DeviceError { given: bad.to_owned() }));
         }
     }
 }

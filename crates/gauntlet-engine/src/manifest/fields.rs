@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use toml::{Table, Value};
 
+use crate::util::bounded::PipeReadError;
+
 #[derive(Debug, Default)]
 pub(crate) struct Problems {
     pub errors: Vec<String>,
@@ -69,11 +71,15 @@ pub const PIPE_DEADLINE: std::time::Duration = crate::util::bounded::PIPE_DEADLI
 
 /// A manifest's or suite's text by the one file rule ([`crate::util::bounded::read_text_or_pipe`]): a regular file
 /// or a pipe (a manifest from process substitution) within [`PIPE_DEADLINE`], at most `cap` bytes.
-pub(crate) fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, String> {
+pub(crate) fn read_capped(path: &std::path::Path, cap: u64) -> Result<String, PipeReadError> {
     read_capped_within(path, cap, PIPE_DEADLINE)
 }
 
-fn read_capped_within(path: &std::path::Path, cap: u64, deadline: std::time::Duration) -> Result<String, String> {
+fn read_capped_within(
+    path: &std::path::Path,
+    cap: u64,
+    deadline: std::time::Duration,
+) -> Result<String, PipeReadError> {
     crate::util::bounded::read_text_or_pipe(path, cap, deadline)
 }
 
@@ -393,7 +399,7 @@ mod read_tests {
         }
     }
 
-    fn reader(fifo: &std::path::Path, deadline: Duration) -> std::thread::JoinHandle<Result<String, String>> {
+    fn reader(fifo: &std::path::Path, deadline: Duration) -> std::thread::JoinHandle<Result<String, PipeReadError>> {
         let fifo = fifo.to_owned();
         std::thread::spawn(move || read_capped_within(&fifo, 1024, deadline))
     }
@@ -420,24 +426,26 @@ mod read_tests {
         end.write_all(b"# partial").unwrap();
         let started = Instant::now();
         let err = reader(&fifo, Duration::from_millis(300)).join().unwrap().unwrap_err();
-        assert!(err.contains("did not finish within"), "{err}");
+        assert!(matches!(err, PipeReadError::PipeUnfinished { arrived: 9, .. }), "{err:?}");
+        assert!(err.to_string().contains("did not finish within"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
         drop(end);
     }
 
     #[test]
     fn devices_and_folders_are_refused_and_a_pipe_is_capped() {
-        let err = read_capped(std::path::Path::new("/dev/zero"), 1024).unwrap_err();
+        let err = read_capped(std::path::Path::new("/dev/zero"), 1024).unwrap_err().to_string();
         assert!(err.contains("a device"), "{err}");
         let dir = tempfile::tempdir().unwrap();
-        assert!(read_capped(dir.path(), 1024).unwrap_err().contains("a folder"));
+        assert!(read_capped(dir.path(), 1024).unwrap_err().to_string().contains("a folder"));
         let fifo = dir.path().join("big.toml");
         mkfifo(&fifo);
         // Never closed, so only the cap can end the read.
         let mut end = hold(&fifo);
         end.write_all(&[b'#'; 4096]).unwrap();
         let err = reader(&fifo, Duration::from_secs(10)).join().unwrap().unwrap_err();
-        assert!(err.contains("limit"), "{err}");
+        assert!(matches!(err, PipeReadError::TooLarge { cap: 1024 }), "{err:?}");
+        assert!(err.to_string().contains("limit"), "{err}");
         drop(end);
     }
 }

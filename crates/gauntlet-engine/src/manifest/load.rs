@@ -257,7 +257,7 @@ impl Manifest {
     pub fn from_file(path: &Path) -> Result<Manifest, ManifestError> {
         let origin = path.display().to_string();
         let text = read_capped(path, MAX_FILE_BYTES)
-            .map_err(|e| ManifestError { origin: origin.clone(), problems: vec![e] })?;
+            .map_err(|e| ManifestError { origin: origin.clone(), problems: vec![e.to_string()] })?;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         Manifest::parse(&text, &origin, dir)
     }

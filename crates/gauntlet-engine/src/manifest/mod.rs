@@ -10,7 +10,7 @@ mod qualify;
 
 pub use build::{BuildSpec, DEFAULT_BUILD_TIMEOUT};
 pub use contract::{ManifestFile, schema, schema_text};
-pub use device::Device;
+pub use device::{Device, DeviceError};
 pub use field::{parse_mooncake, parse_sharegpt};
 pub use fields::MAX_FILE_BYTES;
 pub(crate) use load::executable_problem;

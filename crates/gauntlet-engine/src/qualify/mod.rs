@@ -233,7 +233,7 @@ pub fn run_qualify(
         });
     }
     // A tool R2 needs and does not have is infrastructure, told before any server starts.
-    r2_lm_eval::preflight(profile, &opts.stages).map_err(GateError::ToolMissing)?;
+    r2_lm_eval::preflight(profile, &opts.stages).map_err(|e| GateError::ToolMissing(e.to_string()))?;
     std::fs::create_dir_all(dir).map_err(|source| GateError::Out { path: dir.into(), source })?;
     let settings = &profile.qualify;
     let clock = Instant::now();

@@ -33,8 +33,34 @@ pub fn install_command() -> String {
     format!("python3 -m venv {v} && {v}/bin/pip install 'lm-eval[api]=={LM_EVAL_VERSION}'", v = venv.display())
 }
 
+/// lm-eval was found neither in gauntlet's own venv (`own`) nor on PATH.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "R2 runs lm-evaluation-harness, which is not installed (looked for `{}` and `lm-eval` on PATH); install it \
+     with: {install}",
+    own.display()
+)]
+pub struct LmEvalMissing {
+    pub own: PathBuf,
+    /// The command that installs it at `own` ([`install_command`]).
+    pub install: String,
+}
+
+/// Why a task's score could not be recomputed from its samples ([`score_from_samples`]); `line` counts from 1.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplesError {
+    #[error("`{key}` names no filter")]
+    NoFilter { key: String },
+    #[error("line {line}: not JSON ({source})")]
+    Json { line: usize, source: serde_json::Error },
+    #[error("line {line}: `{metric}` is not a number")]
+    NotANumber { line: usize, metric: String },
+    #[error("no sample of filter `{filter}`")]
+    NoSample { filter: String },
+}
+
 /// lm-eval's executable: gauntlet's own venv first, then `lm-eval` on PATH.
-pub fn find_lm_eval() -> Result<PathBuf, String> {
+pub fn find_lm_eval() -> Result<PathBuf, LmEvalMissing> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     let own = crate::util::home_dir().join(LM_EVAL_VENV).join("bin").join("lm-eval");
@@ -49,16 +75,11 @@ pub fn find_lm_eval() -> Result<PathBuf, String> {
             }
         }
     }
-    Err(format!(
-        "R2 runs lm-evaluation-harness, which is not installed (looked for `{}` and `lm-eval` on PATH); install it \
-         with: {}",
-        own.display(),
-        install_command()
-    ))
+    Err(LmEvalMissing { own, install: install_command() })
 }
 
 /// Before anything starts: a qualification whose R2 needs lm-eval is infrastructure-blocked without it.
-pub(crate) fn preflight(profile: &Profile, stages: &[Stage]) -> Result<(), String> {
+pub(crate) fn preflight(profile: &Profile, stages: &[Stage]) -> Result<(), LmEvalMissing> {
     match &profile.qualify.quality.set {
         QualitySet::LmEval(_) if stages.contains(&Stage::R2) => find_lm_eval().map(|_| ()),
         _ => Ok(()),
@@ -149,23 +170,26 @@ pub fn samples_file(task: &str) -> Option<String> {
 
 /// Recomputes a task's score from its per-document samples: the mean of the metric over the samples of the
 /// filter the results key names (`exact_match,first-number` → field `exact_match`, filter `first-number`).
-pub fn score_from_samples(text: &str, metric_key: &str) -> Result<(f64, usize), String> {
-    let (metric, filter) = metric_key.split_once(',').ok_or_else(|| format!("`{metric_key}` names no filter"))?;
+pub fn score_from_samples(text: &str, metric_key: &str) -> Result<(f64, usize), SamplesError> {
+    let (metric, filter) =
+        metric_key.split_once(',').ok_or_else(|| SamplesError::NoFilter { key: metric_key.to_owned() })?;
     let (mut sum, mut n) = (0.0, 0usize);
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {}: not JSON ({e})", i + 1))?;
+        let v: Value = serde_json::from_str(line).map_err(|source| SamplesError::Json { line: i + 1, source })?;
         if v["filter"].as_str() != Some(filter) {
             continue;
         }
         let x = match &v[metric] {
             Value::Bool(b) => f64::from(u8::from(*b)),
-            other => other.as_f64().ok_or_else(|| format!("line {}: `{metric}` is not a number", i + 1))?,
+            other => {
+                other.as_f64().ok_or_else(|| SamplesError::NotANumber { line: i + 1, metric: metric.to_owned() })?
+            }
         };
         sum += x;
         n += 1;
     }
     if n == 0 {
-        return Err(format!("no sample of filter `{filter}`"));
+        return Err(SamplesError::NoSample { filter: filter.to_owned() });
     }
     Ok((sum / n as f64, n))
 }
@@ -222,7 +246,7 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
         |why: String, extra: Value| (vec![why.clone()], why, json!({"set": set, "floor": floor, "lm_eval": extra}));
     let program = match find_lm_eval() {
         Ok(p) => p,
-        Err(e) => return fail(e, json!({})),
+        Err(e) => return fail(e.to_string(), json!({})),
     };
     let endpoint = client.url("v1/chat/completions");
     // lm-eval splits `--model_args` at commas and `=`: a value holding one would become another argument.
@@ -429,9 +453,16 @@ mod tests {
         .join("\n");
         let (v, n) = score_from_samples(&text, "exact_match,last-number").unwrap();
         assert_eq!((v, n), (2.0 / 3.0, 3));
-        assert_eq!(score_from_samples(&text, "exact_match,none").unwrap_err(), "no sample of filter `none`");
-        assert_eq!(score_from_samples(&text, "exact_match").unwrap_err(), "`exact_match` names no filter");
-        assert!(score_from_samples("{\"filter\": \"f\", \"m\": \"x\"}", "m,f").unwrap_err().contains("not a number"));
-        assert!(score_from_samples("not json", "m,f").unwrap_err().starts_with("line 1: not JSON"));
+        let e = |t: &str, key: &str| score_from_samples(t, key).unwrap_err().to_string();
+        assert_eq!(e(&text, "exact_match,none"), "no sample of filter `none`");
+        assert_eq!(e(&text, "exact_match"), "`exact_match` names no filter");
+        assert!(e("{\"filter\": \"f\", \"m\": \"x\"}", "m,f").contains("not a number"));
+        assert!(e("not json", "m,f").starts_with("line 1: not JSON"));
+        // The line at fault is data, not only words: the blank line is counted.
+        assert!(matches!(
+            score_from_samples("\n{\"filter\": \"f\", \"m\": \"x\"}", "m,f"),
+            Err(SamplesError::NotANumber { line: 2, .. })
+        ));
+        assert!(matches!(score_from_samples(&text, "exact_match,none"), Err(SamplesError::NoSample { .. })));
     }
 }

@@ -287,7 +287,7 @@ fn r2_lm_eval(dir: &Path, file: &Value, lm: &LmEval, floor: f64, problems: &mut 
             };
             let again = r2_lm_eval::read_bounded(dir, &name)
                 .map_err(|e| e.to_string())
-                .and_then(|t| r2_lm_eval::score_from_samples(&t, &s.metric));
+                .and_then(|t| r2_lm_eval::score_from_samples(&t, &s.metric).map_err(|e| e.to_string()));
             match again {
                 Err(e) => problems.push(format!("{name}: cannot score the samples again: {e}")),
                 Ok((v, _)) if (v - s.value).abs() > 1e-9 => {

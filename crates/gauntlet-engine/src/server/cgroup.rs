@@ -9,13 +9,48 @@
 //! group, the environment marker and the child-subreaper sweep.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Which cgroup interface a group lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     V2,
     V1Pids,
+}
+
+/// Why a spawn has no control group of its own. Clone: the machine's answer is found once and given to every spawn
+/// (an I/O error is shared behind an `Arc` for that).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CgroupError {
+    #[error("GAUNTLET_CGROUP=off")]
+    Off,
+    #[error("cannot read {path}: {source}")]
+    Proc { path: &'static str, source: Arc<std::io::Error> },
+    /// No hierarchy would do: why not, for each one tried, in order.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    NoHierarchy(Vec<HierarchyError>),
+    #[error("cannot create the cgroup `{}`: {source}", dir.display())]
+    Create { dir: PathBuf, source: Arc<std::io::Error> },
+    /// The leader was not a member after its spawn (its write to `cgroup.procs` failed between fork and exec).
+    #[error("the server could not be placed in the cgroup `{}`", dir.display())]
+    NotJoined { dir: PathBuf },
+}
+
+/// Why one hierarchy (`cgroup v2`, `cgroup v1 pids`) cannot hold gauntlet's groups.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HierarchyError {
+    #[error("{hierarchy}: gauntlet is in no such group")]
+    NoGroup { hierarchy: &'static str },
+    #[error("{hierarchy}: gauntlet's group {group} is outside the mount {mount}")]
+    OutsideMount { hierarchy: &'static str, group: String, mount: String },
+    /// The watchdog (a shell script) reads the path as one word, and `:` separates its fields.
+    #[error("{hierarchy}: the group's path `{}` has characters gauntlet does not handle", dir.display())]
+    UnhandledPath { hierarchy: &'static str, dir: PathBuf },
+    #[error("{hierarchy}: not mounted")]
+    NotMounted { hierarchy: &'static str },
+    /// A probe group could not be made beside gauntlet's own.
+    #[error("{}: {source}", base.display())]
+    NotWritable { base: PathBuf, source: Arc<std::io::Error> },
 }
 
 /// One spawn's control group.
@@ -26,16 +61,18 @@ pub struct Cgroup {
 }
 
 /// Where new groups are made: the directory of gauntlet's own group in the first usable hierarchy, or why none is.
-static BASE: OnceLock<Result<(PathBuf, Version), String>> = OnceLock::new();
+static BASE: OnceLock<Result<(PathBuf, Version), CgroupError>> = OnceLock::new();
 
 impl Cgroup {
     /// A new, empty group for one spawn, or why none can be made (the same reason every time: it is found once).
-    pub fn create() -> Result<Cgroup, String> {
+    pub fn create() -> Result<Cgroup, CgroupError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let (base, version) = BASE.get_or_init(find_base).clone()?;
         let dir = base.join(format!("gauntlet-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot create the cgroup `{}`: {e}", dir.display()))?;
+        if let Err(e) = std::fs::create_dir(&dir) {
+            return Err(CgroupError::Create { dir, source: Arc::new(e) });
+        }
         Ok(Cgroup { dir, version })
     }
 
@@ -91,7 +128,7 @@ impl Cgroup {
 
 /// Whether the kernel lets gauntlet make a group for its spawns here: the group it would use, or why not. For
 /// `doctor`.
-pub fn availability() -> Result<String, String> {
+pub fn availability() -> Result<String, CgroupError> {
     BASE.get_or_init(find_base).clone().map(|(base, version)| Cgroup { dir: base, version }.describe())
 }
 
@@ -104,14 +141,13 @@ fn plain(path: &Path) -> bool {
 /// The first hierarchy where gauntlet can make (and remove) a group beside its own: v2, then v1 `pids`. None
 /// when `GAUNTLET_CGROUP=off` (a cgroup manager that objects to groups it did not make; the tests of the
 /// fallback).
-fn find_base() -> Result<(PathBuf, Version), String> {
+fn find_base() -> Result<(PathBuf, Version), CgroupError> {
     if std::env::var_os("GAUNTLET_CGROUP").is_some_and(|v| v == "off") {
-        return Err("GAUNTLET_CGROUP=off".into());
+        return Err(CgroupError::Off);
     }
-    let own =
-        std::fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let unread = |path, e| CgroupError::Proc { path, source: Arc::new(e) };
+    let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| unread("/proc/self/cgroup", e))?;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| unread("/proc/self/mountinfo", e))?;
     let mut why = Vec::new();
     for version in [Version::V2, Version::V1Pids] {
         match candidate(&own, &mounts, version) {
@@ -122,19 +158,19 @@ fn find_base() -> Result<(PathBuf, Version), String> {
                         let _ = std::fs::remove_dir(&probe);
                         return Ok((base, version));
                     }
-                    Err(e) => why.push(format!("{}: {e}", base.display())),
+                    Err(e) => why.push(HierarchyError::NotWritable { base, source: Arc::new(e) }),
                 }
             }
             Err(e) => why.push(e),
         }
     }
-    Err(why.join("; "))
+    Err(CgroupError::NoHierarchy(why))
 }
 
 /// The directory of gauntlet's own group in the hierarchy of `version`, from `/proc/self/cgroup` and the
 /// hierarchy's mount in `/proc/self/mountinfo`.
-fn candidate(own: &str, mounts: &str, version: Version) -> Result<PathBuf, String> {
-    let name = match version {
+fn candidate(own: &str, mounts: &str, version: Version) -> Result<PathBuf, HierarchyError> {
+    let hierarchy = match version {
         Version::V2 => "cgroup v2",
         Version::V1Pids => "cgroup v1 pids",
     };
@@ -149,7 +185,7 @@ fn candidate(own: &str, mounts: &str, version: Version) -> Result<PathBuf, Strin
             };
             hit.then_some(path)
         })
-        .ok_or_else(|| format!("{name}: gauntlet is in no such group"))?;
+        .ok_or(HierarchyError::NoGroup { hierarchy })?;
     for line in mounts.lines() {
         let Some((before, after)) = line.split_once(" - ") else { continue };
         let fields: Vec<&str> = before.split(' ').collect();
@@ -165,22 +201,20 @@ fn candidate(own: &str, mounts: &str, version: Version) -> Result<PathBuf, Strin
             continue;
         }
         // The mount shows the hierarchy from `root` down; gauntlet's group must be inside it.
+        let outside = || HierarchyError::OutsideMount { hierarchy, group: path.to_owned(), mount: (*point).to_owned() };
         let Some(rel) = path.strip_prefix(root.trim_end_matches('/')) else {
-            return Err(format!("{name}: gauntlet's group {path} is outside the mount {point}"));
+            return Err(outside());
         };
         if !rel.is_empty() && !rel.starts_with('/') {
-            return Err(format!("{name}: gauntlet's group {path} is outside the mount {point}"));
+            return Err(outside());
         }
         let dir = PathBuf::from(format!("{point}{rel}"));
         if !plain(&dir) {
-            return Err(format!(
-                "{name}: the group's path `{}` has characters gauntlet does not handle",
-                dir.display()
-            ));
+            return Err(HierarchyError::UnhandledPath { hierarchy, dir });
         }
         return Ok(dir);
     }
-    Err(format!("{name}: not mounted"))
+    Err(HierarchyError::NotMounted { hierarchy })
 }
 
 #[cfg(test)]
@@ -203,8 +237,21 @@ mod tests {
         assert_eq!(candidate(own, MOUNTS, Version::V1Pids).unwrap(), PathBuf::from("/sys/fs/cgroup/pids/"));
         // No v2 mount: said, not guessed.
         let v1_only: String = MOUNTS.lines().skip(1).map(|l| format!("{l}\n")).collect();
-        assert!(candidate(own, &v1_only, Version::V2).unwrap_err().contains("not mounted"));
+        let e = candidate(own, &v1_only, Version::V2).unwrap_err();
+        assert!(matches!(e, HierarchyError::NotMounted { hierarchy: "cgroup v2" }), "{e:?}");
+        assert_eq!(e.to_string(), "cgroup v2: not mounted");
         // A path the watchdog could not carry as one word is refused.
-        assert!(candidate("0::/a b:c\n", MOUNTS, Version::V2).unwrap_err().contains("characters"));
+        let e = candidate("0::/a b:c\n", MOUNTS, Version::V2).unwrap_err();
+        assert!(matches!(e, HierarchyError::UnhandledPath { .. }), "{e:?}");
+        assert!(e.to_string().contains("characters"));
+        // A group outside what the mount shows is said so, with both paths.
+        let e = candidate("1:cpu:/elsewhere\n", MOUNTS, Version::V1Pids).unwrap_err();
+        assert!(matches!(e, HierarchyError::NoGroup { hierarchy: "cgroup v1 pids" }), "{e:?}");
+        let own_outside = "8:pids:/\n";
+        let mounts_in_docker = "36 25 0:31 /docker /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+        assert!(matches!(
+            candidate(own_outside, mounts_in_docker, Version::V1Pids),
+            Err(HierarchyError::OutsideMount { .. })
+        ));
     }
 }

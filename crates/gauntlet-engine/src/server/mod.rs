@@ -7,7 +7,7 @@ mod process;
 pub mod sched;
 mod signals;
 
-pub use cgroup::availability as cgroup_availability;
+pub use cgroup::{CgroupError, HierarchyError, availability as cgroup_availability};
 pub use group::{ExpectedChild, group_members, process_tree, spawn_expected};
 pub use port_owner::server_pids;
 pub use process::{

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::manifest::SpawnSpec;
 
-use super::cgroup::Cgroup;
+use super::cgroup::{Cgroup, CgroupError};
 use super::group::{self, MARKER_VAR, escaped_members, group_members, signal_group};
 use super::signals;
 
@@ -123,7 +123,7 @@ pub struct ServerProcess {
     /// The value of [`MARKER_VAR`] in the environment of this spawn and everything it starts.
     marker: String,
     /// The spawn's own control group, or why it has none.
-    cgroup: Result<Cgroup, String>,
+    cgroup: Result<Cgroup, CgroupError>,
     spawned_at: Instant,
     log_path: PathBuf,
     exit: Option<ExitStatus>,
@@ -230,7 +230,7 @@ impl ServerProcess {
             && !c.members().contains(&pgid)
             && child_alive(pgid)
         {
-            let why = format!("the server could not be placed in the cgroup `{}`", c.dir().display());
+            let why = CgroupError::NotJoined { dir: c.dir().to_owned() };
             c.remove();
             cgroup = Err(why);
         }

@@ -40,6 +40,16 @@ impl CacheKey {
     }
 }
 
+/// Why the source tree under test has no hash (so no run can be reused).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceTreeError {
+    #[error("`{}` is not a git work tree: --source needs one", dir.display())]
+    NotAWorkTree { dir: PathBuf },
+    /// A dirty tree whose files git would not list (it failed, timed out or wrote past its cap).
+    #[error("cannot list files of `{}`", dir.display())]
+    CannotList { dir: PathBuf },
+}
+
 impl CacheKey {
     /// The key of a run of `profile` (whose identity is `identity`) on the source tree in `source`, compared with
     /// the baseline of digest `baseline_digest` (`none` without one).
@@ -48,7 +58,7 @@ impl CacheKey {
         identity: &Identity,
         source: &Path,
         baseline_digest: &str,
-    ) -> Result<CacheKey, String> {
+    ) -> Result<CacheKey, SourceTreeError> {
         Ok(CacheKey {
             source_tree: source_tree_hash(source)?,
             identity_digest: identity.digest.clone(),
@@ -98,7 +108,7 @@ pub fn remember(cache: &Path, key: &CacheKey, record: &RunRecord, report: &str) 
 
 /// The tree hash of the source under test: git's tree id for a clean checkout; for a dirty one (or no git), a
 /// digest of every tracked and untracked-but-not-ignored file's path and content.
-pub fn source_tree_hash(dir: &Path) -> Result<String, String> {
+pub fn source_tree_hash(dir: &Path) -> Result<String, SourceTreeError> {
     // Bounded in time and size (`run_bounded_bytes`): a git that hangs on a lock must not hang the gate.
     let git = |args: &[&str]| -> Option<Vec<u8>> {
         let mut all: Vec<&std::ffi::OsStr> = vec!["-C".as_ref(), dir.as_os_str()];
@@ -111,7 +121,7 @@ pub fn source_tree_hash(dir: &Path) -> Result<String, String> {
             return Ok(format!("git-tree:{}", String::from_utf8_lossy(&tree).trim()));
         }
         let list = git(&["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
-            .ok_or_else(|| format!("cannot list files of `{}`", dir.display()))?;
+            .ok_or_else(|| SourceTreeError::CannotList { dir: dir.to_owned() })?;
         let mut files: Vec<&[u8]> = list.split(|b| *b == 0).filter(|p| !p.is_empty()).collect();
         files.sort();
         files.dedup();
@@ -125,7 +135,7 @@ pub fn source_tree_hash(dir: &Path) -> Result<String, String> {
         }
         return Ok(format!("worktree:{}", sha256_hex(acc.as_bytes())));
     }
-    Err(format!("`{}` is not a git work tree: --source needs one", dir.display()))
+    Err(SourceTreeError::NotAWorkTree { dir: dir.to_owned() })
 }
 
 /// Size, mtime and inode: cheap, and changes whenever the file is replaced.
@@ -134,5 +144,17 @@ pub fn model_stat(path: &Path) -> String {
     match std::fs::metadata(path) {
         Ok(m) => format!("{}:{}:{}.{}", m.ino(), m.len(), m.mtime(), m.mtime_nsec()),
         Err(e) => format!("unreadable: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_outside_any_work_tree_is_not_a_work_tree() {
+        // A fresh temporary folder lies outside this repository.
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(source_tree_hash(dir.path()), Err(SourceTreeError::NotAWorkTree { dir: dir.path().to_owned() }));
     }
 }

@@ -173,6 +173,26 @@ pub fn read_tail(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
     Ok(bytes)
 }
 
+/// Why a file the user named that may be a pipe ([`read_text_or_pipe`]) was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum PipeReadError {
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    /// Refused from its size when it is a regular file, at `cap + 1` bytes when it is a pipe.
+    #[error("larger than the {} KiB limit; refused before parsing", cap / 1024)]
+    TooLarge { cap: u64 },
+    /// A folder, a device, a socket: `what` is that kind in words ("a folder").
+    #[error("is {what}; only a regular file or a pipe is read")]
+    NotFileOrPipe { what: &'static str },
+    #[error(
+        "the pipe did not finish within {} s ({arrived} bytes arrived); its writer is still open",
+        deadline.as_secs()
+    )]
+    PipeUnfinished { deadline: std::time::Duration, arrived: usize },
+    #[error("not UTF-8 text (byte {at})")]
+    NotUtf8 { at: usize },
+}
+
 /// How long a file given as a pipe (`--manifest <(generate)`, `--changed-files <(git diff …)`, a FIFO) may take to
 /// arrive in full.
 pub const PIPE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
@@ -182,23 +202,22 @@ pub const PIPE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30
 /// named is followed); a pipe or a FIFO (process substitution) is opened without blocking and read until its writer
 /// closes it, within `deadline`: a FIFO nobody writes to reads as empty, one whose writer never finishes is an error
 /// at the deadline, never a hang. Devices, sockets and folders are refused.
-pub fn read_text_or_pipe(path: &std::path::Path, cap: u64, deadline: std::time::Duration) -> Result<String, String> {
+pub fn read_text_or_pipe(
+    path: &std::path::Path,
+    cap: u64,
+    deadline: std::time::Duration,
+) -> Result<String, PipeReadError> {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let meta = file.metadata()?;
     let kind = meta.file_type();
-    let over = || format!("larger than the {} KiB limit; refused before parsing", cap / 1024);
     let bytes = if kind.is_file() {
         if meta.len() > cap {
-            return Err(over());
+            return Err(PipeReadError::TooLarge { cap });
         }
         let mut bytes = Vec::new();
-        (&file).take(cap + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read: {e}"))?;
+        (&file).take(cap + 1).read_to_end(&mut bytes)?;
         bytes
     } else if kind.is_fifo() {
         read_pipe(&file, cap, deadline)?
@@ -212,17 +231,17 @@ pub fn read_text_or_pipe(path: &std::path::Path, cap: u64, deadline: std::time::
         } else {
             "not a regular file"
         };
-        return Err(format!("is {what}; only a regular file or a pipe is read"));
+        return Err(PipeReadError::NotFileOrPipe { what });
     };
     if bytes.len() as u64 > cap {
-        return Err(over());
+        return Err(PipeReadError::TooLarge { cap });
     }
-    String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()))
+    String::from_utf8(bytes).map_err(|e| PipeReadError::NotUtf8 { at: e.utf8_error().valid_up_to() })
 }
 
 /// Reads a non-blocking pipe until end of file, at most `cap + 1` bytes, waiting for data with `poll` until
 /// `deadline` has passed since the first read.
-fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> Result<Vec<u8>, String> {
+fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> Result<Vec<u8>, PipeReadError> {
     use std::io::Read;
     use std::os::fd::AsRawFd;
     let until = std::time::Instant::now() + deadline;
@@ -241,18 +260,14 @@ fn read_pipe(file: &std::fs::File, cap: u64, deadline: std::time::Duration) -> R
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 let left = until.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
-                    return Err(format!(
-                        "the pipe did not finish within {} s ({} bytes arrived); its writer is still open",
-                        deadline.as_secs(),
-                        bytes.len()
-                    ));
+                    return Err(PipeReadError::PipeUnfinished { deadline, arrived: bytes.len() });
                 }
                 let mut fd = libc::pollfd { fd: file.as_raw_fd(), events: libc::POLLIN, revents: 0 };
                 let ms = left.as_millis().clamp(1, 1000) as libc::c_int;
                 // SAFETY: one valid pollfd for the duration of the call.
                 unsafe { libc::poll(&mut fd, 1, ms) };
             }
-            Err(e) => return Err(format!("cannot read: {e}")),
+            Err(e) => return Err(PipeReadError::Io(e)),
         }
     }
 }
@@ -343,17 +358,31 @@ pub fn sync_dir(dir: &Path) {
     }
 }
 
+/// Why [`copy`] did not copy.
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    /// `from` was refused or could not be read (over the cap: [`ReadError::TooLarge`]).
+    #[error("`{}`: {source}", from.display())]
+    Read { from: std::path::PathBuf, source: ReadError },
+    /// `to` could not be created ([`create`]'s error names it).
+    #[error("{0}")]
+    Create(#[source] std::io::Error),
+    #[error("`{}`: {source}", to.display())]
+    Write { to: std::path::PathBuf, source: std::io::Error },
+}
+
 /// Copies the regular file `from` (not a symlink, at most `cap` bytes) to `to`, created by [`create`].
-pub fn copy(from: &Path, to: &Path, cap: u64) -> Result<u64, String> {
-    let (file, len) = open_regular(from).map_err(|e| format!("`{}`: {e}", from.display()))?;
+pub fn copy(from: &Path, to: &Path, cap: u64) -> Result<u64, CopyError> {
+    let refused = |source| CopyError::Read { from: from.to_owned(), source };
+    let (file, len) = open_regular(from).map_err(refused)?;
     if len > cap {
-        return Err(format!("`{}`: {}", from.display(), ReadError::TooLarge { cap }));
+        return Err(refused(ReadError::TooLarge { cap }));
     }
-    let mut out = create(to).map_err(|e| e.to_string())?;
+    let mut out = create(to).map_err(CopyError::Create)?;
     let n = std::io::copy(&mut file.take(cap.saturating_add(1)), &mut out)
-        .map_err(|e| format!("`{}`: {e}", to.display()))?;
+        .map_err(|source| CopyError::Write { to: to.to_owned(), source })?;
     if n > cap {
-        return Err(format!("`{}`: {}", from.display(), ReadError::TooLarge { cap }));
+        return Err(refused(ReadError::TooLarge { cap }));
     }
     Ok(n)
 }
@@ -367,6 +396,39 @@ pub fn is_real_dir(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_over_its_cap_is_refused_as_too_large_and_writes_nothing_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("from");
+        std::fs::write(&from, b"twelve bytes").unwrap();
+        let to = dir.path().join("to");
+        assert_eq!(copy(&from, &to, 12).unwrap(), 12);
+        assert!(matches!(
+            copy(&from, &dir.path().join("other"), 11),
+            Err(CopyError::Read { source: ReadError::TooLarge { cap: 11 }, .. })
+        ));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&to, &link).unwrap();
+        assert!(matches!(copy(&from, &link, 12), Err(CopyError::Create(_))));
+        assert!(matches!(copy(&link, &to, 12), Err(CopyError::Read { source: ReadError::Symlink, .. })));
+    }
+
+    #[test]
+    fn a_pipe_or_file_over_its_cap_or_of_the_wrong_kind_is_the_matching_variant() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, [b'#'; 2048]).unwrap();
+        let deadline = std::time::Duration::from_secs(5);
+        assert!(matches!(read_text_or_pipe(&big, 1024, deadline), Err(PipeReadError::TooLarge { cap: 1024 })));
+        assert!(matches!(
+            read_text_or_pipe(dir.path(), 1024, deadline),
+            Err(PipeReadError::NotFileOrPipe { what: "a folder" })
+        ));
+        std::fs::write(&big, b"ok\xff").unwrap();
+        assert!(matches!(read_text_or_pipe(&big, 1024, deadline), Err(PipeReadError::NotUtf8 { at: 2 })));
+        assert!(matches!(read_text_or_pipe(&dir.path().join("absent"), 1024, deadline), Err(PipeReadError::Io(_))));
+    }
 
     #[test]
     fn refuses_symlinks_devices_and_fifos_and_caps_size() {
@@ -430,8 +492,8 @@ mod tests {
         assert!(create_new(&plain).is_err());
         std::fs::write(&plain, b"abc").unwrap();
         assert_eq!(copy(&plain, &dir.path().join("copy"), 3).unwrap(), 3);
-        assert!(copy(&plain, &dir.path().join("copy2"), 2).unwrap_err().contains("limit"));
-        assert!(copy(&plain, &link, 3).unwrap_err().contains("symbolic link"));
+        assert!(copy(&plain, &dir.path().join("copy2"), 2).unwrap_err().to_string().contains("limit"));
+        assert!(copy(&plain, &link, 3).unwrap_err().to_string().contains("symbolic link"));
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     }
 

@@ -84,9 +84,10 @@ fn request_metrics_follow_the_peer_definitions() {
     let one = Timeline { events: vec![ev(0.1, "x", "")], completion_tokens: Some(1), ..Timeline::default() };
     assert_eq!(metrics::request(&one).unwrap().tpot, None);
     let empty = Timeline { events: vec![ev(0.1, "", "")], ..Timeline::default() };
-    assert_eq!(metrics::request(&empty).unwrap_err(), "no token in the stream");
+    assert_eq!(metrics::request(&empty).unwrap_err(), metrics::RequestError::NoToken);
+    assert_eq!(metrics::request(&empty).unwrap_err().to_string(), "no token in the stream");
     let failed = Timeline { error: Some("HTTP 503".into()), ..Timeline::default() };
-    assert_eq!(metrics::request(&failed).unwrap_err(), "HTTP 503");
+    assert_eq!(metrics::request(&failed).unwrap_err(), metrics::RequestError::Failed("HTTP 503".into()));
 }
 
 #[test]

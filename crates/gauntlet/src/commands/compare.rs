@@ -56,11 +56,11 @@ pub(crate) fn compare_bench(
 ) -> Outcome {
     use gauntlet_engine::formats::{aiperf as ai, vllm as vl};
     let record = gauntlet_engine::run::read_bench(bench).map_err(Failure::bad_input)?;
-    let at_bench = |e: String| Failure::bad_input(format!("{}: {e}", bench.display()));
+    let at_bench = |e: gauntlet_engine::formats::LevelError| Failure::bad_input(format!("{}: {e}", bench.display()));
     // What each tool's file says of its run, for the heading and the JSON.
     let (tool, file, level, rows, about, facts) = match (vllm, aiperf) {
         (Some(path), _) => {
-            let theirs = vl::read(path).map_err(Failure::bad_input)?;
+            let theirs = vl::read(path).map_err(|e| Failure::bad_input(e.to_string()))?;
             let level = vl::pick_level(&theirs, &record, concurrency).map_err(at_bench)?;
             let what = [theirs.backend.as_deref(), theirs.model_id.as_deref(), theirs.date.as_deref()];
             let what: Vec<&str> = what.into_iter().flatten().collect();
@@ -76,7 +76,7 @@ pub(crate) fn compare_bench(
             ("vllm", path, level, vl::rows(&theirs, level), about, facts)
         }
         (None, Some(path)) => {
-            let theirs = ai::read(path).map_err(Failure::bad_input)?;
+            let theirs = ai::read(path).map_err(|e| Failure::bad_input(e.to_string()))?;
             let level = ai::pick_level(&theirs, &record, concurrency).map_err(at_bench)?;
             let warmup = if theirs.other_phase > 0 {
                 format!(", {} warm-up left out", theirs.other_phase)

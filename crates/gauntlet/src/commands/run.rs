@@ -64,7 +64,10 @@ pub(crate) fn run(args: RunArgs) -> Outcome {
     };
 
     let cache_key = match &args.source {
-        Some(dir) => Some(CacheKey::for_run(&profile, &identity, dir, &baseline_digest).map_err(Failure::bad_input)?),
+        Some(dir) => Some(
+            CacheKey::for_run(&profile, &identity, dir, &baseline_digest)
+                .map_err(|e| Failure::bad_input(e.to_string()))?,
+        ),
         None => None,
     };
     let cache_dir = home.join("skip-cache");
