@@ -1,4 +1,4 @@
-//! The live view on stderr (a progress bar on a TTY, plain lines otherwise) and the summary on stdout.
+//! The live view on stderr (an indicatif progress bar on a TTY, plain lines otherwise) and the summary on stdout.
 //!
 //! This file owns both streams: every line gauntlet prints goes through [`clean`] (the `outln!`/`errln!` macros,
 //! [`stdout`], [`stderr`]); a test keeps `println!` and friends out of the rest of the binary. Much of what is
@@ -11,6 +11,7 @@ use std::path::Path;
 
 use gauntlet_engine::run::{Reporter, RunEvent};
 use gauntlet_schema::{CaseStatus, Metric, RunRecord, Severity};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// `println!` through [`clean`].
 macro_rules! outln {
@@ -122,35 +123,54 @@ pub(crate) fn workflow_commands(text: &str) {
     let _ = out.flush();
 }
 
+/// The live view of a run: plain lines on stderr; on a terminal, an indicatif bar under them that the lines
+/// scroll above. The bar's label passes through [`clean`] like every line: server text never reaches the terminal
+/// as an escape sequence, and indicatif draws the bar's own.
 pub struct View {
     tty: bool,
-    bar_shown: bool,
+    bar: Option<ProgressBar>,
+    target: fn() -> ProgressDrawTarget,
 }
 
 impl View {
     pub fn new(tty: bool) -> View {
-        View { tty, bar_shown: false }
+        View { tty, bar: None, target: ProgressDrawTarget::stderr }
     }
 
+    /// A line above the bar (the bar is lifted while it is written, then drawn again).
     fn line(&mut self, text: &str) {
-        if self.bar_shown {
-            // The bar's own control sequence, on a terminal only: the one raw write to stderr.
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-            self.bar_shown = false;
+        match &self.bar {
+            Some(bar) => bar.suspend(|| say(&mut stderr(), text)),
+            None => say(&mut stderr(), text),
         }
-        say(&mut stderr(), text);
     }
 
+    /// The bar at `done` of `total`, labelled; drawn at once on first use.
     fn bar(&mut self, done: usize, total: usize, label: &str) {
-        let width = 24;
-        let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
-        let mut err = std::io::stderr().lock();
-        let label = clean(label);
-        let _ = write!(err, "\r\x1b[2K[{}{}] {done}/{total} {label}", "#".repeat(filled), "-".repeat(width - filled));
-        let _ = err.flush();
-        self.bar_shown = true;
+        let target = self.target;
+        let bar = self.bar.get_or_insert_with(|| {
+            // The template is a constant; were it refused, indicatif's default bar would do.
+            let style = ProgressStyle::with_template("[{bar:24}] {pos}/{len} {msg}")
+                .map(|s| s.progress_chars("#-"))
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
+            ProgressBar::with_draw_target(None, target()).with_style(style)
+        });
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(clean(label));
+    }
+
+    /// Takes the bar off the terminal, when the phase it showed is over.
+    fn hide_bar(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        self.hide_bar();
     }
 }
 
@@ -167,11 +187,17 @@ impl Reporter for View {
                     self.line("gauntlet: waiting for the server to load");
                 }
             }
-            RunEvent::Loaded { seconds } => match seconds {
-                Some(s) => self.line(&format!("gauntlet: server ready in {s:.2} s")),
-                None => self.line("gauntlet: attached server is ready"),
-            },
-            RunEvent::LoadFailed { reason } => self.line(&format!("gauntlet: server did not load: {reason}")),
+            RunEvent::Loaded { seconds } => {
+                self.hide_bar();
+                match seconds {
+                    Some(s) => self.line(&format!("gauntlet: server ready in {s:.2} s")),
+                    None => self.line("gauntlet: attached server is ready"),
+                }
+            }
+            RunEvent::LoadFailed { reason } => {
+                self.hide_bar();
+                self.line(&format!("gauntlet: server did not load: {reason}"));
+            }
             RunEvent::CaseFinished { index, total, case } => {
                 let status = match case.status {
                     CaseStatus::Pass => "pass",
@@ -205,10 +231,11 @@ impl Reporter for View {
             }
             RunEvent::Stopping => {
                 if self.tty {
+                    self.hide_bar();
                     self.line("gauntlet: stopping the server");
                 }
             }
-            RunEvent::Finished { .. } => {}
+            RunEvent::Finished { .. } => self.hide_bar(),
             RunEvent::Note(text) => self.line(&format!("gauntlet: {text}")),
         }
     }
@@ -362,6 +389,60 @@ mod tests {
         out.flush().unwrap();
         let text = String::from_utf8(std::mem::take(&mut out.inner)).unwrap();
         assert_eq!(text, "first line\n\\::error::x\nlast");
+    }
+
+    /// What indicatif wrote to the fake terminal of [`on_the_bar`]: text only (its cursor moves and line clearing
+    /// are calls of their own, which a real terminal turns into its escape sequences).
+    static DRAWN: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+    #[derive(Debug)]
+    struct Recorder;
+
+    impl indicatif::TermLike for Recorder {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{s}\n"))
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            DRAWN.lock().unwrap().push_str(s);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn on_the_bar() -> ProgressDrawTarget {
+        ProgressDrawTarget::term_like(Box::new(Recorder))
+    }
+
+    /// On a terminal the bar is indicatif's, and its label goes through [`clean`] like every line: text from a
+    /// server (an OSC title sequence, BEL, a bidi override) is drawn escaped, never as the control it is.
+    #[test]
+    fn the_bar_draws_only_cleaned_text() {
+        let mut view = View { tty: true, bar: None, target: on_the_bar };
+        view.bar(1, 3, "\u{1b}]0;owned\u{7}case\u{202e}x");
+        view.hide_bar();
+        let drawn = DRAWN.lock().unwrap().clone();
+        assert!(drawn.contains("[########----------------] 1/3 \\u001b]0;owned\\u0007case\\u202ex"), "{drawn:?}");
+        assert!(!drawn.chars().any(|c| c.is_control() && c != '\n' || c == '\u{202e}'), "{drawn:?}");
     }
 
     /// Every line the binary prints goes through this file: no `println!` and friends elsewhere.

@@ -6,5 +6,7 @@ pub mod metrics;
 pub mod paired;
 pub mod power;
 pub mod samples;
+#[cfg(test)]
+mod scipy_reference;
 pub mod stats;
 pub mod summary;

@@ -22,6 +22,7 @@
 //!   is taken to move between sessions as much as a short session's does. That errs wide, never narrow.
 
 use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, Normal};
 
 pub use gauntlet_schema::stats::percentile;
 use gauntlet_schema::stats::percentile_sorted;
@@ -80,17 +81,19 @@ pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> Option<f64> {
     }
     let diff = u - n1 * n2 / 2.0;
     let z = (diff.abs() - 0.5).max(0.0) / variance.sqrt();
-    Some((2.0 * (1.0 - normal_cdf(z))).clamp(0.0, 1.0))
+    Some((2.0 * normal_sf(z)).clamp(0.0, 1.0))
 }
 
-/// Φ(z) through erf (Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7).
-pub(crate) fn normal_cdf(z: f64) -> f64 {
-    let x = z.abs() / std::f64::consts::SQRT_2;
-    let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly =
-        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    let erf = 1.0 - poly * (-x * x).exp();
-    if z >= 0.0 { 0.5 * (1.0 + erf) } else { 0.5 * (1.0 - erf) }
+/// 1 − Φ(z), the upper tail of the standard normal distribution (statrs's, through its erfc: to double precision),
+/// computed as such rather than as 1 − Φ(z), so that the tiny tail of a two-sided p keeps its digits.
+pub(crate) fn normal_sf(z: f64) -> f64 {
+    Normal::standard().sf(z)
+}
+
+/// The standard normal quantile of `q`. Rules can come from a record someone else wrote: a `q` outside [0, 1] has
+/// no quantile (NaN) where statrs would panic.
+pub(crate) fn normal_quantile(q: f64) -> f64 {
+    if (0.0..=1.0).contains(&q) { Normal::standard().inverse_cdf(q) } else { f64::NAN }
 }
 
 /// Which way is better for a metric: the records' own type, which every [`gauntlet_schema::Metric`] states.
@@ -290,7 +293,7 @@ pub fn compare_sessions(
     let tail = (1.0 - rules.confidence) / 2.0;
     let within_interval = (percentile_sorted(&changes, tail), percentile_sorted(&changes, 1.0 - tail));
     // The normal quantile of the interval's confidence, to move between half-widths and standard errors.
-    let z = z_of(1.0 - tail);
+    let z = normal_quantile(1.0 - tail);
     let se_between = between.as_ref().map_or(0.0, |b| {
         std::f64::consts::SQRT_2 * b.spread.abs() * (mc / mb).abs() * b.few_sessions_factor(1.0 - tail, z)
     });
@@ -391,23 +394,13 @@ pub fn sessions_needed(mde: f64, target: f64) -> Option<u64> {
 /// quantile (Abramowitz & Stegun 26.7.5): within 1 % of the exact value at the 97.5 % quantile from 2 degrees of
 /// freedom on (4.27 for 4.30 at 2, 2.776 at 4), exact as `df` grows.
 pub fn student_quantile(q: f64, df: f64) -> f64 {
-    let z = z_of(q);
+    let z = normal_quantile(q);
     let (z2, n) = (z * z, df);
     let g1 = (z2 + 1.0) * z / 4.0;
     let g2 = ((5.0 * z2 + 16.0) * z2 + 3.0) * z / 96.0;
     let g3 = (((3.0 * z2 + 19.0) * z2 + 17.0) * z2 - 15.0) * z / 384.0;
     let g4 = ((((79.0 * z2 + 776.0) * z2 + 1482.0) * z2 - 1920.0) * z2 - 945.0) * z / 92160.0;
     z + g1 / n + g2 / n.powi(2) + g3 / n.powi(3) + g4 / n.powi(4)
-}
-
-/// The standard normal quantile of `q` in (0.5, 1), by bisection on [`normal_cdf`] (once per comparison).
-fn z_of(q: f64) -> f64 {
-    let (mut lo, mut hi) = (0.0, 10.0);
-    for _ in 0..100 {
-        let mid = (lo + hi) / 2.0;
-        if normal_cdf(mid) < q { lo = mid } else { hi = mid }
-    }
-    (lo + hi) / 2.0
 }
 
 fn resampled_mean(values: &[f64], rng: &mut Rng) -> f64 {

@@ -289,44 +289,43 @@ impl Merged {
         s
     }
 
-    /// One `<testsuite>` per profile that ran; a skipped or missing profile is one test case, skipped or failed.
+    /// One `<testsuite>` per profile that ran; a skipped or missing profile is one test case, skipped or failed,
+    /// and so is each problem of the merge, in a `gauntlet.merge` suite.
     pub fn junit(&self) -> String {
-        let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"gauntlet\">\n");
-        for r in &self.records {
-            s.push_str(&super::junit::suite(r));
-        }
+        use super::junit::{not_passed, skipped, text};
+        use quick_junit::{NonSuccessKind, Report, TestCase, TestSuite};
+
+        let mut report = Report::new("gauntlet");
+        report.add_test_suites(self.records.iter().map(super::junit::suite));
         let others: Vec<&Row> =
             self.rows.iter().filter(|r| !self.records.iter().any(|x| x.profile == r.profile)).collect();
         if !others.is_empty() || !self.problems.is_empty() {
-            let _ =
-                writeln!(s, "  <testsuite name=\"gauntlet.merge\" tests=\"{}\">", others.len() + self.problems.len());
-            for r in others {
-                let name = super::junit::esc(&r.profile);
-                let why = super::junit::esc(&r.summary);
-                if r.verdict == Verdict::Skip {
-                    let _ = writeln!(
-                        s,
-                        "    <testcase classname=\"gauntlet.merge\" name=\"{name}\">\n      <skipped message=\"{why}\"/>\n    </testcase>"
-                    );
-                } else {
-                    let _ = writeln!(
-                        s,
-                        "    <testcase classname=\"gauntlet.merge\" name=\"{name}\">\n      <failure message=\"{why}\">{why}</failure>\n    </testcase>"
-                    );
-                }
-            }
-            for (i, p) in self.problems.iter().enumerate() {
-                let p = super::junit::esc(p);
-                let _ = writeln!(
-                    s,
-                    "    <testcase classname=\"gauntlet.merge\" name=\"problem-{}\">\n      <failure message=\"{p}\">{p}</failure>\n    </testcase>",
-                    i + 1
+            let mut merge = TestSuite::new("gauntlet.merge");
+            let why = |r: &Row| text(&r.summary);
+            let cases = others
+                .into_iter()
+                .map(|r| {
+                    let status = if r.verdict == Verdict::Skip {
+                        skipped(&why(r))
+                    } else {
+                        not_passed(NonSuccessKind::Failure, &why(r))
+                    };
+                    (text(&r.profile), status)
+                })
+                .chain(
+                    self.problems
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| (format!("problem-{}", i + 1), not_passed(NonSuccessKind::Failure, &text(p)))),
                 );
+            for (name, status) in cases {
+                let mut case = TestCase::new(name, status);
+                case.set_classname("gauntlet.merge");
+                merge.add_test_case(case);
             }
-            s.push_str("  </testsuite>\n");
+            report.add_test_suite(merge);
         }
-        s.push_str("</testsuites>\n");
-        s
+        super::junit::xml(&report)
     }
 
     /// The merged result as JSON (verdict, rows, problems) for later steps.

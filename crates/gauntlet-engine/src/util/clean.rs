@@ -15,6 +15,18 @@ pub fn is_hostile(c: char) -> bool {
         )
 }
 
+/// Text as an XML 1.0 (or HTML) document may carry it: every hostile character but a line break, and the two
+/// noncharacters XML forbids (U+FFFE, U+FFFF), replaced by U+FFFD, so the reader sees that something was there.
+/// Escaping `& < > "` is left to the writer of the format.
+pub(crate) fn markup(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let hostile = is_hostile(c) && !matches!(c, '\n' | '\r');
+            if hostile || c == '\u{fffe}' || c == '\u{ffff}' { '\u{fffd}' } else { c }
+        })
+        .collect()
+}
+
 /// One line of text as it may be written in plain text (the terminal, a log tail quoted in a report): secrets
 /// redacted; every hostile character shown as `\uXXXX` (readable, and still valid inside a JSON string); and a
 /// line that GitHub Actions would read as a workflow command defused: `::command::` at the start of the line
@@ -45,6 +57,10 @@ mod tests {
         assert_eq!(line("  ::error::x"), "\\  ::error::x");
         assert_eq!(line("x ##[group]y"), "x #\u{200b}#[group]y");
         assert_eq!(line("tab\tstays é"), "tab\tstays é");
+        assert_eq!(
+            markup("a\u{1b}[1m\u{0}\u{85}\u{202e}\u{ffff}\n\r\tb"),
+            "a\u{fffd}[1m\u{fffd}\u{fffd}\u{fffd}\u{fffd}\n\r\tb"
+        );
         assert!(is_hostile('\u{85}') && is_hostile('\r') && !is_hostile('\t') && !is_hostile('é'));
     }
 }

@@ -152,6 +152,35 @@ fn junit_report() {
     insta::assert_snapshot!(report::junit(&run));
 }
 
+/// A case's detail from a server with ESC, NUL, DEL, a C1 control, a bidi override and a tab: junit.xml carries
+/// none of them (each becomes U+FFFD, the tab a space; quick-junit alone would drop ESC and NUL but keep the rest),
+/// and the file still reads back as the same cases with the same detail.
+#[test]
+fn junit_report_carries_no_control_character_of_a_case_detail() {
+    use quick_junit::{NonSuccessKind, TestCaseStatus};
+    let (mut run, _) = record();
+    run.cases[1].checks[0].detail = "\u{1b}[31mred\u{0}nul\u{7f}del\u{85}c1\u{202e}bidi\ttab & <x>".into();
+    let xml = report::junit(&run);
+    let bad = |c: char| (c.is_control() && c != '\n') || ('\u{202a}'..='\u{202e}').contains(&c);
+    if let Some(c) = xml.chars().find(|c| bad(*c)) {
+        panic!("junit.xml holds U+{:04X}:\n{xml}", c as u32);
+    }
+    let back = quick_junit::Report::deserialize_from_str(&xml).expect("junit.xml is well-formed");
+    let cases = &back.test_suites[0].test_cases;
+    assert_eq!(
+        cases.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["capital", "json", "stream", "story", "capital-again"]
+    );
+    let shown = "json: \u{fffd}[31mred\u{fffd}nul\u{fffd}del\u{fffd}c1\u{fffd}bidi tab & <x>";
+    match &cases[1].status {
+        TestCaseStatus::NonSuccess { kind: NonSuccessKind::Failure, message, description, .. } => {
+            assert_eq!(message.as_deref(), Some(shown));
+            assert_eq!(description.as_deref(), Some(shown));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn run_record_round_trips_through_json() {
     let (run, _) = record();
@@ -448,7 +477,7 @@ fn merge_fails_on_a_missing_unreadable_or_duplicate_shard() {
     assert_eq!(m.verdict, Verdict::Fail, "a missing shard is never a pass");
     assert!(m.problems[0].contains("no shard for profile `ds4`"), "{:?}", m.problems);
     assert!(m.markdown(None).contains("| ds4 | fail | missing: no run.json or skipped.json |"));
-    assert!(m.junit().contains("<testcase classname=\"gauntlet.merge\" name=\"ds4\">\n      <failure"));
+    assert!(m.junit().contains("<testcase name=\"ds4\" classname=\"gauntlet.merge\">\n            <failure"));
 
     let bad = dir.path().join("gauntlet-broken");
     std::fs::create_dir_all(&bad).unwrap();

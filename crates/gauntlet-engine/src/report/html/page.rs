@@ -15,8 +15,21 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 /// Text for hand-written markup (the SVG charts): every byte that may come from a server or a file is escaped
-/// (XML escaping is HTML-safe).
-pub(crate) use crate::report::junit::esc as escape;
+/// (XML escaping is HTML-safe), and what no page may carry is replaced ([`crate::util::clean::markup`]).
+pub(crate) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in crate::util::clean::markup(s).chars() {
+        match ch {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
 
 /// The style sheet: colours are variables so that a dark system theme swaps them; charts draw with classes, so
 /// they follow the theme too.
@@ -61,11 +74,7 @@ pub(crate) fn document(title: &str, body: Markup) -> String {
             body { "\n" h1 { (title) } "\n" (body) }
         }
     };
-    let mut out = String::with_capacity(page.0.len() + 1);
-    for c in page.0.chars() {
-        let hostile = crate::util::clean::is_hostile(c) && !matches!(c, '\n' | '\r');
-        out.push(if hostile || c == '\u{fffe}' || c == '\u{ffff}' { '\u{fffd}' } else { c });
-    }
+    let mut out = crate::util::clean::markup(&page.0);
     out.push('\n');
     out
 }

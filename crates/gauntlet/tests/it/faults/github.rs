@@ -24,7 +24,7 @@ fn github_annotations_and_step_summary() {
     let text = std::fs::read_to_string(&summary).unwrap();
     assert!(text.starts_with("earlier step\n# gauntlet test: FAIL"), "{text}");
     let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
-    assert!(junit.contains("<testcase classname=\"gauntlet.test\" name=\"beta\""), "{junit}");
+    assert!(junit.contains("<testcase name=\"beta\" classname=\"gauntlet.test\""), "{junit}");
     assert!(junit.contains("<error message=\"HTTP 500"), "{junit}");
     assert_eq!(junit.matches("<testcase ").count(), 5, "one test case per suite case");
     assert_no_survivors(&f.tag);
