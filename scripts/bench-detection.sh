@@ -16,7 +16,8 @@
 # A call is "detected" when the decode metric (paired: decode_tokens_per_second; stored: tpot_mean) is a regression.
 # Each row also keeps the bench's exit code (paired: 0 = every deciding metric "no change", 4 = inconclusive), and
 # for paired benches the decode period effect (first request of a pair against the second, relative).
-# Writes target/detection.csv (one row per run, with the load average when it ended) and prints the table;
+# Writes target/detection.csv (one row per run, with the load average when it ended and the bench's own estimate of
+# the per-token time's change) and prints the table;
 # `scripts/bench-detection.sh table [CSV …]` prints the table of CSVs so far (a run may be stopped between rows).
 #   GAUNTLET_DETECT_TRIALS=2  GAUNTLET_DETECT_SIZES="5 10 20"  GAUNTLET_DETECT_SLOWDOWNS="0 5 10 20"
 #   GAUNTLET_DETECT_TOKENS=24  (max_tokens, with ignore_eos in paired mode)  GAUNTLET_DETECT_BUILD=release|debug
@@ -59,6 +60,17 @@ for method in ("paired", "stored"):
             out.append(f"{sum(v)} of {len(v)}")
         p = passed[(method, n)]
         print(f"| {method} | {n} | {sum(p)} of {len(p)} | " + " | ".join(out) + " |")
+# Each bench's own estimate (a column since 2026-12-06) of how much longer a token took, the per-token time's relative
+# change (paired: from its decode rate's median change; stored: TPOT's): what the injected slowdown arrived as.
+est = collections.defaultdict(list)
+for r in rows:
+    if r.get("estimate") not in (None, "", "-"):
+        est[(r["method"], int(r["slowdown_pct"]))].append(float(r["estimate"]))
+if est:
+    print("\nper-token time's change as each bench estimated it (median, range) per injected slowdown:")
+    for (method, s), v in sorted(est.items()):
+        v.sort()
+        print(f"  {method} {s} %: {v[len(v) // 2]:+.1%} ({v[0]:+.1%} to {v[-1]:+.1%}, {len(v)} benches)")
 periods = [float(r["period"]) for r in rows if r.get("period") not in (None, "", "-")]
 if periods:
     print(f"\ndecode period effect (first request of a pair against the second): {min(periods):+.1%} to {max(periods):+.1%}")
@@ -162,8 +174,8 @@ measure() { # the server's per-token time now (p50 of 5 batches through the unde
 }
 csv=${GAUNTLET_DETECT_CSV:-$repo/target/detection.csv}
 mkdir -p "$(dirname "$csv")"
-echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,exit,period,load1,clock,hop" > "$csv"
-decode_call() { # $1 = record, $2 = method → "call decided_pairs mde period clock" (clock: server or client)
+echo "trial,slowdown_pct,size,method,call,decided_pairs,mde,exit,period,load1,clock,hop,estimate" > "$csv"
+decode_call() { # $1 = record, $2 = method → "call decided_pairs mde period clock estimate" (clock: server or client)
   python3 - "$1" "$2" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -172,10 +184,11 @@ if sys.argv[2] == "paired":
     m = next((m for m in r.get("metrics", []) if m["metric"] == "decode_tokens_per_second"), None)
     pe = next((e for e in r.get("period_effects", []) if e["metric"] == "decode_tokens_per_second"), None)
     print(m["call"] if m else "none", len(r.get("pairs", [])), m.get("mde") if m else "-", pe["change"] if pe else "-",
-          word(r.get("decode_clock")))
+          word(r.get("decode_clock")), 1 / (1 + m["median_change"]) - 1 if m and m.get("median_change", -1) > -1 else "-")
 else:
     c = next((c for l in r.get("levels", []) for c in l.get("comparisons", []) if c["metric"] == "tpot_mean"), None)
-    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-", "-", word(c.get("clock") if c else None))
+    print(c["call"] if c else "none", "-", c.get("mde", "-") if c else "-", "-", word(c.get("clock") if c else None),
+          c.get("change", "-") if c else "-")
 PY
 }
 started=$(date +%s)
@@ -191,8 +204,8 @@ for trial in $(seq "$trials"); do
       out=$work/p-$trial-$s-$n
       code=0
       "$bin" bench --manifest "$manifest" --profile slow --paired-with base --pairs "$n" --out "$out" > /dev/null 2>&1 || code=$?
-      read -r call pairs mde period clock < <(decode_call "$out/paired.json" paired)
-      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop" >> "$csv"
+      read -r call pairs mde period clock estimate < <(decode_call "$out/paired.json" paired)
+      echo "$trial,$s,$n,paired,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop,$estimate" >> "$csv"
       # Stored: the baseline through the proxy at delay 0, then the candidate through the same port at delay s.
       out=$work/s-$trial-$s-$n
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" --out "$out-base" > /dev/null 2>&1 || true
@@ -200,8 +213,8 @@ for trial in $(seq "$trials"); do
       code=0
       "$bin" bench --manifest "$manifest" --profile base --concurrency 1 --samples "$n" \
         --baseline "$out-base/bench.json" --out "$out" > /dev/null 2>&1 || code=$?
-      read -r call pairs mde period clock < <(decode_call "$out/bench.json" stored)
-      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop" >> "$csv"
+      read -r call pairs mde period clock estimate < <(decode_call "$out/bench.json" stored)
+      echo "$trial,$s,$n,stored,$call,$pairs,$mde,$code,$period,$(cut -d' ' -f1 /proc/loadavg),$clock,$hold-$hop,$estimate" >> "$csv"
       echo "trial $trial, slowdown $s %, $n: $(tail -2 "$csv" | cut -d, -f4,5 | tr '\n' ' ') ($(( $(date +%s) - started )) s)"
     done
   done
