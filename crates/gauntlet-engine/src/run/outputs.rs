@@ -4,7 +4,7 @@
 //! file, a report or a store.
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gauntlet_schema::{RunRecord, Verdict};
 
@@ -62,16 +62,30 @@ pub fn write_outputs(
     Ok(())
 }
 
+/// Why [`write_baseline`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineWriteError {
+    /// A failing run never becomes the reference.
+    #[error("not writing baseline `{}`: the run failed", path.display())]
+    Failed { path: PathBuf },
+    #[error("cannot create `{}`: {source}", dir.display())]
+    CreateDir { dir: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("cannot write baseline `{}`: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
 /// Writes the run as a baseline file, atomically, unless it failed: a failing run never becomes the reference.
-pub fn write_baseline(run: &RunRecord, path: &Path) -> Result<(), String> {
+pub fn write_baseline(run: &RunRecord, path: &Path) -> Result<(), BaselineWriteError> {
     if run.verdict == Verdict::Fail {
-        return Err(format!("not writing baseline `{}`: the run failed", path.display()));
+        return Err(BaselineWriteError::Failed { path: path.to_owned() });
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| BaselineWriteError::CreateDir { dir: dir.to_owned(), source })?;
     }
-    let json = serde_json::to_vec_pretty(&*redacted(run)).map_err(|e| e.to_string())?;
-    write_atomic(path, &json).map_err(|e| format!("cannot write baseline `{}`: {e}", path.display()))
+    let json = serde_json::to_vec_pretty(&*redacted(run))?;
+    write_atomic(path, &json).map_err(|source| BaselineWriteError::Write { path: path.to_owned(), source })
 }
 
 /// The newest [`HISTORY_SHOWN`] promotions of `identity`, oldest first, each with what its record says; a record
