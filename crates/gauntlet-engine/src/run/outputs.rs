@@ -136,3 +136,34 @@ pub fn store_history(store: &Store, profile: Option<&str>) -> Result<Vec<Identit
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failing run is refused before anything is touched; a folder that cannot be made, or a file that cannot be
+    /// written, is said with its path.
+    #[test]
+    fn a_baseline_not_written_is_the_variant_of_why() {
+        let mut run =
+            gauntlet_schema::parse_run_record(include_str!("../../../../docs/validation/h200-2026-12-01/run1.json"))
+                .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baselines").join("p.json");
+        run.verdict = Verdict::Fail;
+        let e = write_baseline(&run, &path).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::Failed { path: p } if *p == path), "{e:?}");
+        assert_eq!(e.to_string(), format!("not writing baseline `{}`: the run failed", path.display()));
+        assert!(!dir.path().join("baselines").exists(), "nothing is made for a failing run");
+        run.verdict = Verdict::Pass;
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let e = write_baseline(&run, &file.join("p.json")).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::CreateDir { dir, .. } if *dir == file), "{e:?}");
+        std::fs::create_dir_all(&path).unwrap();
+        let e = write_baseline(&run, &path).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::Write { path: p, .. } if *p == path), "{e:?}");
+        std::fs::remove_dir(&path).unwrap();
+        write_baseline(&run, &path).unwrap();
+    }
+}
