@@ -489,29 +489,44 @@ impl Fill {
     }
 }
 
+/// The first problem with one token's placeholders; `token` is the token as written, `known` the names allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlaceholderError {
+    #[error("`{}`: unclosed `{{`", token.escape_debug())]
+    Unclosed { token: String },
+    #[error(
+        "`{}`: unknown placeholder `{{{}}}` (known: {})",
+        token.escape_debug(),
+        name.escape_debug(),
+        known.iter().map(|p| format!("{{{p}}}")).collect::<Vec<_>>().join(", ")
+    )]
+    Unknown { token: String, name: String, known: Vec<String> },
+    #[error("`{}`: unmatched `}}`", token.escape_debug())]
+    Unmatched { token: String },
+}
+
 /// The placeholders `{name}` of one token, or the first problem (an unclosed brace, an unknown name).
-pub fn placeholders(token: &str, allowed: &[&str]) -> Result<Vec<String>, String> {
+pub fn placeholders(token: &str, allowed: &[&str]) -> Result<Vec<String>, PlaceholderError> {
     let mut out = Vec::new();
     let mut rest = token;
     while let Some(open) = rest.find('{') {
         let after = &rest[open + 1..];
         let Some(close) = after.find('}') else {
-            return Err(format!("`{}`: unclosed `{{`", token.escape_debug()));
+            return Err(PlaceholderError::Unclosed { token: token.to_owned() });
         };
         let name = &after[..close];
         if !allowed.contains(&name) {
-            return Err(format!(
-                "`{}`: unknown placeholder `{{{}}}` (known: {})",
-                token.escape_debug(),
-                name.escape_debug(),
-                allowed.iter().map(|p| format!("{{{p}}}")).collect::<Vec<_>>().join(", ")
-            ));
+            return Err(PlaceholderError::Unknown {
+                token: token.to_owned(),
+                name: name.to_owned(),
+                known: allowed.iter().map(|p| (*p).to_owned()).collect(),
+            });
         }
         out.push(name.to_owned());
         rest = &after[close + 1..];
     }
     if rest.contains('}') {
-        return Err(format!("`{}`: unmatched `}}`", token.escape_debug()));
+        return Err(PlaceholderError::Unmatched { token: token.to_owned() });
     }
     Ok(out)
 }
@@ -693,9 +708,18 @@ mod tests {
     #[test]
     fn placeholders_are_checked() {
         assert_eq!(placeholders("--port={port}", PLACEHOLDERS).unwrap(), vec!["port"]);
-        assert!(placeholders("{modle}", PLACEHOLDERS).unwrap_err().contains("unknown placeholder `{modle}`"));
-        assert!(placeholders("{model", PLACEHOLDERS).unwrap_err().contains("unclosed"));
-        assert!(placeholders("model}", PLACEHOLDERS).unwrap_err().contains("unmatched"));
+        let e = placeholders("--m={modle}", &["model", "port"]).unwrap_err();
+        assert!(
+            matches!(&e, PlaceholderError::Unknown { name, known, .. } if name == "modle" && known.len() == 2),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "`--m={modle}`: unknown placeholder `{modle}` (known: {model}, {port})");
+        let e = placeholders("{model", PLACEHOLDERS).unwrap_err();
+        assert_eq!(e, PlaceholderError::Unclosed { token: "{model".into() });
+        assert_eq!(e.to_string(), "`{model`: unclosed `{`");
+        let e = placeholders("model}", PLACEHOLDERS).unwrap_err();
+        assert_eq!(e, PlaceholderError::Unmatched { token: "model}".into() });
+        assert_eq!(e.to_string(), "`model}`: unmatched `}`");
         assert!(placeholders("plain", PLACEHOLDERS).unwrap().is_empty());
     }
 }

@@ -61,6 +61,22 @@ pub struct Transport {
     pub headers: Vec<(String, String)>,
 }
 
+/// Why a client with a [`Transport`] could not be built. Never carries a header's value (a secret).
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("the CA file holds no usable PEM certificate ({0})")]
+    BadPem(#[source] reqwest::Error),
+    #[error("the CA file holds no PEM certificate")]
+    NoCertificate,
+    #[error("`{}` is not a header name", name.escape_debug())]
+    HeaderName { name: String },
+    /// `name` as sent (lower case).
+    #[error("the value of header `{name}` has characters a header cannot carry")]
+    HeaderValue { name: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
 impl Client {
     /// `base_url` is the server's root, possibly with a path prefix (`http://host:8000/serving`);
     /// endpoints are appended to it, never substituted for its path.
@@ -71,17 +87,20 @@ impl Client {
     /// A client that also trusts `transport`'s certificate authorities (for an `https://` server; the system's are
     /// always trusted) and sends its extra headers with every request. An unreadable PEM or a header value that
     /// cannot be sent is an error naming it (never the value).
-    pub fn with_transport(base_url: &str, api_key: Option<String>, transport: &Transport) -> Result<Client, String> {
+    pub fn with_transport(
+        base_url: &str,
+        api_key: Option<String>,
+        transport: &Transport,
+    ) -> Result<Client, TransportError> {
         let mut builder = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10))
             // Only the configured base URL is ever called: a redirect is the server's answer, never followed.
             .redirect(reqwest::redirect::Policy::none());
         if let Some(pem) = &transport.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| format!("the CA file holds no usable PEM certificate ({e})"))?;
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(TransportError::BadPem)?;
             if certs.is_empty() {
-                return Err("the CA file holds no PEM certificate".into());
+                return Err(TransportError::NoCertificate);
             }
             for cert in certs {
                 builder = builder.add_root_certificate(cert);
@@ -90,14 +109,13 @@ impl Client {
         let mut headers = reqwest::header::HeaderMap::new();
         for (name, value) in &transport.headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("`{}` is not a header name", name.escape_debug()))?;
+                .map_err(|_| TransportError::HeaderName { name: name.clone() })?;
             let mut value = reqwest::header::HeaderValue::from_str(value)
-                .map_err(|_| format!("the value of header `{name}` has characters a header cannot carry"))?;
+                .map_err(|_| TransportError::HeaderValue { name: name.as_str().to_owned() })?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let http =
-            builder.default_headers(headers).build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let http = builder.default_headers(headers).build().map_err(TransportError::Build)?;
         Ok(Client {
             http,
             base_url: base_url.trim_end_matches('/').to_owned(),
@@ -591,6 +609,27 @@ mod tests {
                 Instant::now() + self.step
             })
         }
+    }
+
+    #[test]
+    fn a_transport_that_cannot_be_sent_is_the_matching_variant_and_never_shows_a_value() {
+        let build = |t: Transport| Client::with_transport("http://127.0.0.1:1", None, &t).err();
+        let pem = Transport { ca_pem: Some(b"no certificate here".to_vec()), ..Transport::default() };
+        assert!(matches!(build(pem), Some(TransportError::NoCertificate)));
+        let header =
+            |name: &str, value: &str| Transport { headers: vec![(name.into(), value.into())], ..Transport::default() };
+        let e = build(header("bad name", "v")).unwrap();
+        assert!(matches!(&e, TransportError::HeaderName { name } if name == "bad name"), "{e:?}");
+        assert_eq!(e.to_string(), "`bad name` is not a header name");
+        let e = build(header(
+            "X-Token",
+            "secret
+value",
+        ))
+        .unwrap();
+        assert!(matches!(&e, TransportError::HeaderValue { name } if name == "x-token"), "{e:?}");
+        assert_eq!(e.to_string(), "the value of header `x-token` has characters a header cannot carry");
+        assert!(build(header("X-Token", "fine")).is_none());
     }
 
     /// Patience is asked at each passed deadline; what it extends is waited for, and when it stops extending the

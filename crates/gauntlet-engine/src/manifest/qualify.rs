@@ -340,6 +340,7 @@ fn read_response_format(p: &mut Problems, b: &Reader) -> Option<Json> {
         }
         Err(e) => {
             // The suite's message is a key suffix and a reason (".json_schema.schema: not a valid JSON Schema: …").
+            let e = e.to_string();
             let (key, why) = e.split_once(": ").unwrap_or(("", &e));
             p.error(&format!("{at}{key}"), why);
             None

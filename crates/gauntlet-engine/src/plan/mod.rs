@@ -54,12 +54,22 @@ pub fn select(table: &PathTable, all: &[String], changed: &[String], fallback_al
 /// The most bytes of changed paths read from git: hundreds of thousands of paths.
 const GIT_OUTPUT_CAP: usize = 64 << 20;
 
+/// Why [`changed_since`] has no list of paths.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangedError {
+    /// A revision that git would read as an option (`--output=…`): refused before git runs.
+    #[error("`{rev}` is not a revision")]
+    NotARevision { rev: String },
+    #[error("git diff {range} failed: {source}")]
+    Git { range: String, source: crate::util::HelperError },
+}
+
 /// Paths changed between `since` and `until` (default HEAD) in the git repository at `repo`, by a git bounded
 /// in time ([`crate::util::HELPER_TIMEOUT`]) and in output.
-pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Vec<String>, String> {
+pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Vec<String>, ChangedError> {
     for rev in std::iter::once(since).chain(until) {
         if rev.starts_with('-') {
-            return Err(format!("`{rev}` is not a revision"));
+            return Err(ChangedError::NotARevision { rev: rev.to_owned() });
         }
     }
     let range = format!("{since}..{}", until.unwrap_or("HEAD"));
@@ -67,7 +77,7 @@ pub fn changed_since(repo: &Path, since: &str, until: Option<&str>) -> Result<Ve
     args.extend(["diff", "--name-only", "-z", range.as_str(), "--"].map(OsStr::new));
     // Bounded in time (a git waiting on a lock or a slow filesystem) and in size.
     let out = crate::util::run_bounded_bytes("git", &args, GIT_OUTPUT_CAP)
-        .map_err(|e| format!("git diff {range} failed: {e}"))?;
+        .map_err(|source| ChangedError::Git { range: range.clone(), source })?;
     Ok(out.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect())
 }
 
@@ -121,6 +131,21 @@ mod tests {
         let many: Vec<String> = (0..ALL_AT).map(|i| format!("docs/{i}.md")).collect();
         assert_eq!(select(&table(), &all(), &many, false).profiles, all());
         assert!(select(&table(), &all(), &many[..ALL_AT - 1], false).profiles.is_empty());
+    }
+
+    #[test]
+    fn an_option_as_a_revision_is_refused_and_a_failing_git_is_said_with_its_range() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = changed_since(dir.path(), "main", Some("--output=/tmp/x")).unwrap_err();
+        assert!(matches!(&e, ChangedError::NotARevision { rev } if rev == "--output=/tmp/x"), "{e:?}");
+        assert_eq!(e.to_string(), "`--output=/tmp/x` is not a revision");
+        // Not a repository: git itself refuses, and the range asked for is kept.
+        let e = changed_since(dir.path(), "v1", None).unwrap_err();
+        assert!(
+            matches!(&e, ChangedError::Git { range, source: crate::util::HelperError::Failed { .. } } if range == "v1..HEAD"),
+            "{e:?}"
+        );
+        assert!(e.to_string().starts_with("git diff v1..HEAD failed: `git` exited with "), "{e}");
     }
 
     #[test]

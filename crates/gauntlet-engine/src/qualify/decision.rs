@@ -43,7 +43,7 @@ pub fn decision(dir: &Path) -> Result<Decision, Vec<String>> {
         return Err(refusals);
     }
     let snapshot = read(SNAPSHOT_FILE)?;
-    let performance = crate::run::read_bench(dir).map_err(|e| vec![e])?;
+    let performance = crate::run::read_bench(dir).map_err(|e| vec![e.to_string()])?;
     let manifest_sha = sha256_file(&dir.join(MANIFEST_FILE)).map_err(|e| vec![format!("{MANIFEST_FILE}: {e}")])?;
     Ok(Decision {
         decision_version: DECISION_VERSION,

@@ -125,12 +125,20 @@ pub fn evaluate(samples: &[Sample], limits: &Limits) -> Drift {
     drift
 }
 
+/// A line of `resource-monitor.jsonl` that is not a sample; `line` counts from 1.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {source}")]
+pub struct SampleLineError {
+    pub line: usize,
+    pub source: serde_json::Error,
+}
+
 /// Reads `resource-monitor.jsonl`; a line that does not parse is an error (evidence is never skipped silently).
-pub fn read_samples(text: &str) -> Result<Vec<Sample>, String> {
+pub fn read_samples(text: &str) -> Result<Vec<Sample>, SampleLineError> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .map(|(i, l)| serde_json::from_str(l).map_err(|source| SampleLineError { line: i + 1, source }))
         .collect()
 }
 
@@ -149,4 +157,19 @@ pub fn group_rss_bytes(pgid: i32) -> Option<u64> {
         }
     }
     total
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+
+    #[test]
+    fn a_line_that_is_no_sample_is_refused_with_its_number() {
+        let good =
+            r#"{"t": 0.5, "at": "2026-01-01T00:00:00Z", "rss_bytes": null, "health_ok": true, "health_seconds": 0.01}"#;
+        assert!(read_samples(&format!("{good}\n\n")).is_ok_and(|s| s.len() == 1));
+        let e = read_samples(&format!("{good}\n\n{{\"t\": \"soon\"}}\n")).unwrap_err();
+        assert!(matches!(e, SampleLineError { line: 3, .. }), "{e:?}");
+        assert!(e.to_string().starts_with("line 3: "), "{e}");
+    }
 }

@@ -111,7 +111,7 @@ fn latency_section(dir: &Path, stage: &str, file: &str) -> Markup {
 }
 
 fn monitor_section(dir: &Path) -> Markup {
-    let samples = match read(dir, MONITOR_FILE).and_then(|t| drift::read_samples(&t)) {
+    let samples = match read(dir, MONITOR_FILE).and_then(|t| drift::read_samples(&t).map_err(|e| e.to_string())) {
         Ok(s) => s,
         Err(why) => return none(&format!("no plot: {why}")),
     };

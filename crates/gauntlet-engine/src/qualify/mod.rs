@@ -49,7 +49,7 @@ pub use decision::{decision, fold};
 pub(crate) use r1_correctness::correctness_failures;
 pub use r2_lm_eval::{LM_EVAL_VERSION, install_command as lm_eval_install_command};
 pub(crate) use r2_quality::quality_verdict;
-pub use r2_quality::{QualityItem, quality_problems};
+pub use r2_quality::{QualityItem, QualitySetError, quality_problems};
 
 use monitor::Monitor;
 use r0_provenance::provenance;
@@ -111,13 +111,22 @@ fn stage_limit(
     }
 }
 
+/// A stage name in `--stages` that names no stage; `given` as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown stage `{given}` (stages are {})",
+    Stage::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+)]
+pub struct UnknownStage {
+    pub given: String,
+}
+
 /// `R0,R1,R3` → the selection, with R0 and R7 added; unknown names are an error.
-pub fn parse_stages(text: &str) -> Result<Vec<Stage>, String> {
+pub fn parse_stages(text: &str) -> Result<Vec<Stage>, UnknownStage> {
     let mut out = vec![Stage::R0, Stage::R7];
     for s in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let Ok(stage) = s.to_ascii_uppercase().parse::<Stage>() else {
-            let all: Vec<&str> = Stage::ALL.iter().map(|s| s.as_str()).collect();
-            return Err(format!("unknown stage `{s}` (stages are {})", all.join(", ")));
+            return Err(UnknownStage { given: s.to_owned() });
         };
         out.push(stage);
     }

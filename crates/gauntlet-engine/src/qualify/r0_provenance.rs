@@ -110,6 +110,6 @@ fn version_output(binary: &Path, environment: &std::collections::BTreeMap<String
     let environment = crate::server::server_environment(environment);
     match crate::util::run_bounded_merged(&binary.to_string_lossy(), &["--version"], &environment) {
         Ok((code, text)) => json!({"exit_code": code, "output": text.chars().take(2000).collect::<String>()}),
-        Err(e) => json!({"error": e}),
+        Err(e) => json!({"error": e.to_string()}),
     }
 }

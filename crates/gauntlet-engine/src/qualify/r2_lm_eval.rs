@@ -61,14 +61,19 @@ pub enum SamplesError {
 
 /// lm-eval's executable: gauntlet's own venv first, then `lm-eval` on PATH.
 pub fn find_lm_eval() -> Result<PathBuf, LmEvalMissing> {
+    find_lm_eval_in(&crate::util::home_dir(), std::env::var_os("PATH").as_deref())
+}
+
+/// [`find_lm_eval`] with gauntlet's home and PATH given.
+fn find_lm_eval_in(home: &Path, path: Option<&std::ffi::OsStr>) -> Result<PathBuf, LmEvalMissing> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    let own = crate::util::home_dir().join(LM_EVAL_VENV).join("bin").join("lm-eval");
+    let own = home.join(LM_EVAL_VENV).join("bin").join("lm-eval");
     if executable(&own) {
         return Ok(own);
     }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
+    if let Some(path) = path {
+        for dir in std::env::split_paths(path) {
             let candidate = dir.join("lm-eval");
             if dir.is_absolute() && executable(&candidate) {
                 return Ok(candidate);
@@ -385,6 +390,29 @@ pub(super) async fn run(client: &Client, profile: &Profile, lm: &LmEval, dir: &P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found in neither place: the error names the venv path looked at; found on PATH or in the venv: that one.
+    #[test]
+    fn lm_eval_found_nowhere_is_lm_eval_missing_naming_the_venv() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = tempfile::tempdir().unwrap();
+        let bin = tempfile::tempdir().unwrap();
+        let own = home.path().join(LM_EVAL_VENV).join("bin").join("lm-eval");
+        let path = std::env::join_paths([Path::new("relative/bin"), bin.path()]).unwrap();
+        let e = find_lm_eval_in(home.path(), Some(&path)).unwrap_err();
+        assert_eq!(e.own, own);
+        assert!(e.to_string().contains(&format!("looked for `{}` and `lm-eval` on PATH", own.display())), "{e}");
+        let executable = |p: &Path| {
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let on_path = bin.path().join("lm-eval");
+        executable(&on_path);
+        assert_eq!(find_lm_eval_in(home.path(), Some(&path)).unwrap(), on_path);
+        executable(&own);
+        assert_eq!(find_lm_eval_in(home.path(), Some(&path)).unwrap(), own, "gauntlet's own venv comes first");
+    }
 
     fn lm(tasks: &[&str], metric: Option<&str>) -> LmEval {
         LmEval {

@@ -204,7 +204,7 @@ fn r2(dir: &Path, file: &Value, settings: &QualifySettings, problems: &mut Vec<S
         QualitySet::Arithmetic { count, .. } if *count != items.len() || *count > MAX_QUALITY_COUNT => {
             Err(format!("the declared set has {count} problems, r2-quality.json has {}", items.len()))
         }
-        QualitySet::Arithmetic { .. } => quality_problems(&settings.quality.set),
+        QualitySet::Arithmetic { .. } => quality_problems(&settings.quality.set).map_err(|e| e.to_string()),
         QualitySet::Jsonl { .. } => match bounded::read_text(&dir.join(QUALITY_SET_FILE), RECORD_CAP) {
             Ok(text) => words::read_gsm8k(&text)
                 .map(|set| (set, Value::Null))

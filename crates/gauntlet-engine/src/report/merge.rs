@@ -48,9 +48,16 @@ impl Shard {
 /// How deep below each given folder shards are looked for (CI artifacts land as `<dir>/<artifact>/<files>`).
 const SEARCH_DEPTH: usize = 4;
 
+/// A path given to `--merge` that is neither a file nor a folder (a shard that is absent is found by [`merge`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{}` does not exist", path.display())]
+pub struct CollectError {
+    pub path: PathBuf,
+}
+
 /// Every `run.json` and `skipped.json` at the given paths (files, or folders searched a few levels down), in a
 /// stable order. A folder holding both counts as a run.
-pub fn collect(paths: &[PathBuf]) -> Result<Vec<Shard>, String> {
+pub fn collect(paths: &[PathBuf]) -> Result<Vec<Shard>, CollectError> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_file() {
@@ -58,7 +65,7 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<Shard>, String> {
         } else if p.is_dir() {
             find(p, SEARCH_DEPTH, &mut files);
         } else {
-            return Err(format!("`{}` does not exist", p.display()));
+            return Err(CollectError { path: p.clone() });
         }
     }
     files.sort();
@@ -355,4 +362,19 @@ fn severity(s: Severity) -> &'static str {
 fn one_line(s: &str) -> String {
     let flat = s.replace(['\n', '\r'], " ");
     if flat.chars().count() > 200 { format!("{}…", flat.chars().take(200).collect::<String>()) } else { flat }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_that_is_neither_file_nor_folder_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let absent = dir.path().join("shard-7");
+        let given = [dir.path().to_path_buf(), absent.clone()];
+        assert_eq!(collect(&given).unwrap_err(), CollectError { path: absent.clone() });
+        assert_eq!(CollectError { path: absent.clone() }.to_string(), format!("`{}` does not exist", absent.display()));
+        assert!(collect(&given[..1]).unwrap().is_empty());
+    }
 }

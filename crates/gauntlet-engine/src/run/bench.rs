@@ -101,8 +101,19 @@ fn sample_of(m: &RunMetrics, metric: Metric) -> Option<f64> {
     }
 }
 
+/// Why [`read_bench`] has no record.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchReadError {
+    /// The file (a bundle's `r5-performance.json` when a folder was given) was refused or could not be read.
+    #[error("{}: {source}", path.display())]
+    Read { path: std::path::PathBuf, source: crate::util::bounded::ReadError },
+    /// Not a bench record of a version this gauntlet reads: the schema's words, which name the file.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// A bench record: `bench.json`, a qualification's `r5-performance.json`, or a qualification bundle (its R5 file).
-pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
+pub fn read_bench(path: &Path) -> Result<BenchRecord, BenchReadError> {
     let owned;
     let path = if path.is_dir() {
         owned = path.join("r5-performance.json");
@@ -111,8 +122,8 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, String> {
         path
     };
     let text = crate::util::bounded::read_named_text(path, crate::util::bounded::RECORD_CAP)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    gauntlet_schema::parse_bench_record(&text, &path.display().to_string())
+        .map_err(|source| BenchReadError::Read { path: path.to_owned(), source })?;
+    gauntlet_schema::parse_bench_record(&text, &path.display().to_string()).map_err(BenchReadError::Invalid)
 }
 
 pub(crate) fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
@@ -889,7 +900,7 @@ fn judge(format: &Value, requests: &mut [RequestRecord], answers: Vec<Option<Str
         let Some(answer) = answer else { continue };
         let failure = match &schema {
             Ok(v) => crate::suite::schema_failure_with(&answer, v),
-            Err(e) => Some(e.clone()),
+            Err(e) => Some(e.to_string()),
         };
         r.structured_ok = Some(failure.is_none());
         r.structured_error = failure;
@@ -1254,5 +1265,23 @@ mod report_tests {
         assert!(csv(&r).contains("\r\n-1,2,"), "{}", csv(&r));
         r.profile = "-cmd".into();
         assert!(csv(&r).contains("\r\n'-cmd,2,"), "{}", csv(&r));
+    }
+}
+
+#[cfg(test)]
+mod read_tests {
+    use super::*;
+    use crate::util::bounded::ReadError;
+
+    #[test]
+    fn a_bundle_without_its_r5_file_or_a_file_that_is_no_record_is_the_matching_variant() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_bench(dir.path()).unwrap_err();
+        let r5 = dir.path().join("r5-performance.json");
+        assert!(matches!(&e, BenchReadError::Read { path, source: ReadError::NotFound } if *path == r5), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", r5.display())), "{e}");
+        std::fs::write(&r5, b"[1, 2]").unwrap();
+        let e = read_bench(dir.path()).unwrap_err();
+        assert!(matches!(&e, BenchReadError::Invalid(why) if why.contains("r5-performance.json")), "{e:?}");
     }
 }

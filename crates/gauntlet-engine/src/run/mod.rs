@@ -11,9 +11,9 @@ mod outputs;
 
 // The bench record's types live in the schema crate; re-exported here so that callers keep their paths.
 pub use bench::{
-    BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
-    Spreads, Workload, assess, between_session_spreads, confirm, read_bench, read_corpus, recorded_spreads, run_bench,
-    write_bench,
+    BENCH_VERSION, Batch, BenchReadError, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison,
+    RequestRecord, Spreads, Workload, assess, between_session_spreads, confirm, read_bench, read_corpus,
+    recorded_spreads, run_bench, write_bench,
 };
 pub(crate) use bench::{Ways, level, run_batch, to_timeline};
 
@@ -40,4 +40,6 @@ pub(crate) async fn measure(
 pub mod paired;
 pub use gate::{GateError, GateOptions, Reporter, RunEvent, Silent, decode_summary, run_gate};
 pub(crate) use gate::{answer_case, case_request, new_case_record, repeat_source};
-pub use outputs::{HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs};
+pub use outputs::{
+    BaselineWriteError, HISTORY_SHOWN, history_points, redacted, store_history, write_baseline, write_outputs,
+};

@@ -4,7 +4,7 @@
 //! file, a report or a store.
 
 use std::borrow::Cow;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gauntlet_schema::{RunRecord, Verdict};
 
@@ -62,16 +62,30 @@ pub fn write_outputs(
     Ok(())
 }
 
+/// Why [`write_baseline`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineWriteError {
+    /// A failing run never becomes the reference.
+    #[error("not writing baseline `{}`: the run failed", path.display())]
+    Failed { path: PathBuf },
+    #[error("cannot create `{}`: {source}", dir.display())]
+    CreateDir { dir: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Serialize(#[from] serde_json::Error),
+    #[error("cannot write baseline `{}`: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
 /// Writes the run as a baseline file, atomically, unless it failed: a failing run never becomes the reference.
-pub fn write_baseline(run: &RunRecord, path: &Path) -> Result<(), String> {
+pub fn write_baseline(run: &RunRecord, path: &Path) -> Result<(), BaselineWriteError> {
     if run.verdict == Verdict::Fail {
-        return Err(format!("not writing baseline `{}`: the run failed", path.display()));
+        return Err(BaselineWriteError::Failed { path: path.to_owned() });
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create `{}`: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| BaselineWriteError::CreateDir { dir: dir.to_owned(), source })?;
     }
-    let json = serde_json::to_vec_pretty(&*redacted(run)).map_err(|e| e.to_string())?;
-    write_atomic(path, &json).map_err(|e| format!("cannot write baseline `{}`: {e}", path.display()))
+    let json = serde_json::to_vec_pretty(&*redacted(run))?;
+    write_atomic(path, &json).map_err(|source| BaselineWriteError::Write { path: path.to_owned(), source })
 }
 
 /// The newest [`HISTORY_SHOWN`] promotions of `identity`, oldest first, each with what its record says; a record
@@ -121,4 +135,35 @@ pub fn store_history(store: &Store, profile: Option<&str>) -> Result<Vec<Identit
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failing run is refused before anything is touched; a folder that cannot be made, or a file that cannot be
+    /// written, is said with its path.
+    #[test]
+    fn a_baseline_not_written_is_the_variant_of_why() {
+        let mut run =
+            gauntlet_schema::parse_run_record(include_str!("../../../../docs/validation/h200-2026-12-01/run1.json"))
+                .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baselines").join("p.json");
+        run.verdict = Verdict::Fail;
+        let e = write_baseline(&run, &path).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::Failed { path: p } if *p == path), "{e:?}");
+        assert_eq!(e.to_string(), format!("not writing baseline `{}`: the run failed", path.display()));
+        assert!(!dir.path().join("baselines").exists(), "nothing is made for a failing run");
+        run.verdict = Verdict::Pass;
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let e = write_baseline(&run, &file.join("p.json")).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::CreateDir { dir, .. } if *dir == file), "{e:?}");
+        std::fs::create_dir_all(&path).unwrap();
+        let e = write_baseline(&run, &path).unwrap_err();
+        assert!(matches!(&e, BaselineWriteError::Write { path: p, .. } if *p == path), "{e:?}");
+        std::fs::remove_dir(&path).unwrap();
+        write_baseline(&run, &path).unwrap();
+    }
 }

@@ -103,35 +103,61 @@ pub struct DevKmsg {
 
 pub const DEV_KMSG: &str = "/dev/kmsg";
 
+/// Why the kernel log device was not opened; `path` is [`DEV_KMSG`] but for the tests of the device check.
+#[derive(Debug, thiserror::Error)]
+pub enum DevKmsgError {
+    #[error("{}: {source}", path.display())]
+    Stat { path: PathBuf, source: std::io::Error },
+    /// Something else is mounted or linked at the path (`/dev/null`, `/dev/console` in some containers).
+    #[error(
+        "{} is not the kernel log device (want character device 1:11, found {major}:{minor})",
+        path.display()
+    )]
+    NotTheDevice { path: PathBuf, major: u32, minor: u32 },
+    /// `dmesg_restrict` is the value of `kernel.dmesg_restrict` when the open was refused for permission.
+    #[error("cannot open {}: {source}{}", path.display(), restrict_hint(dmesg_restrict.as_deref()))]
+    Open { path: PathBuf, source: std::io::Error, dmesg_restrict: Option<String> },
+}
+
+fn restrict_hint(dmesg_restrict: Option<&str>) -> String {
+    dmesg_restrict
+        .map(|r| {
+            format!(
+                " (kernel.dmesg_restrict = {r}; reading needs CAP_SYSLOG, e.g. root, or `--cap-add SYSLOG --device /dev/kmsg` in a container)"
+            )
+        })
+        .unwrap_or_default()
+}
+
 impl DevKmsg {
     /// Opens `/dev/kmsg` after checking it is the real character device (1:11): containers are known to
     /// bind-mount `/dev/null` or link `/dev/console` there, and reading those would look clean.
-    pub fn open() -> Result<DevKmsg, String> {
+    pub fn open() -> Result<DevKmsg, DevKmsgError> {
+        DevKmsg::open_checked(Path::new(DEV_KMSG))
+    }
+
+    /// [`DevKmsg::open`] at `path`: the device check, then the open.
+    fn open_checked(path: &Path) -> Result<DevKmsg, DevKmsgError> {
+        use std::os::unix::ffi::OsStrExt;
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
-        let meta = std::fs::metadata(DEV_KMSG).map_err(|e| format!("{DEV_KMSG}: {e}"))?;
+        let meta = std::fs::metadata(path).map_err(|source| DevKmsgError::Stat { path: path.to_owned(), source })?;
         let rdev = meta.rdev();
         let (major, minor) = (libc::major(rdev), libc::minor(rdev));
         if !meta.file_type().is_char_device() || (major, minor) != (1, 11) {
-            return Err(format!(
-                "{DEV_KMSG} is not the kernel log device (want character device 1:11, found {major}:{minor})"
-            ));
+            return Err(DevKmsgError::NotTheDevice { path: path.to_owned(), major, minor });
         }
-        let path = std::ffi::CString::new(DEV_KMSG).expect("no NUL");
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).expect("a path from stat has no NUL");
         // SAFETY: a valid C string and plain flags; the result is checked before use.
-        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(c_path.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) };
         if fd < 0 {
-            let err = std::io::Error::last_os_error();
-            let hint = match err.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => {
-                    let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap_or_default();
-                    format!(
-                        " (kernel.dmesg_restrict = {}; reading needs CAP_SYSLOG, e.g. root, or `--cap-add SYSLOG --device /dev/kmsg` in a container)",
-                        restrict.trim()
-                    )
-                }
-                _ => String::new(),
+            let source = std::io::Error::last_os_error();
+            let dmesg_restrict = match source.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => Some(
+                    std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").unwrap_or_default().trim().to_owned(),
+                ),
+                _ => None,
             };
-            return Err(format!("cannot open {DEV_KMSG}: {err}{hint}"));
+            return Err(DevKmsgError::Open { path: path.to_owned(), source, dmesg_restrict });
         }
         // SAFETY: `fd` was just returned by open(2) and is owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -408,5 +434,37 @@ mod cursor_tests {
         assert_eq!(obs.lost, u64::MAX, "saturated");
         assert_eq!(obs.last_seq, Some(3));
         assert_eq!(obs.records_read, 6);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What containers put at `/dev/kmsg` instead of the device is refused before it is read, with its numbers.
+    #[test]
+    fn anything_but_the_kernel_log_device_is_refused_as_the_matching_variant() {
+        let e = DevKmsg::open_checked(Path::new("/dev/null")).err().unwrap();
+        assert!(matches!(e, DevKmsgError::NotTheDevice { major: 1, minor: 3, .. }), "{e:?}");
+        assert_eq!(e.to_string(), "/dev/null is not the kernel log device (want character device 1:11, found 1:3)");
+        let dir = tempfile::tempdir().unwrap();
+        let absent = dir.path().join("kmsg");
+        let e = DevKmsg::open_checked(&absent).err().unwrap();
+        assert!(matches!(&e, DevKmsgError::Stat { path, .. } if *path == absent), "{e:?}");
+        std::fs::write(&absent, b"").unwrap();
+        let e = DevKmsg::open_checked(&absent).err().unwrap();
+        assert!(matches!(e, DevKmsgError::NotTheDevice { major: 0, minor: 0, .. }), "{e:?}");
+    }
+
+    #[test]
+    fn a_refused_open_names_dmesg_restrict_and_how_to_read_anyway() {
+        let e = DevKmsgError::Open {
+            path: DEV_KMSG.into(),
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+            dmesg_restrict: Some("1".into()),
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("cannot open /dev/kmsg: "), "{text}");
+        assert!(text.ends_with("(kernel.dmesg_restrict = 1; reading needs CAP_SYSLOG, e.g. root, or `--cap-add SYSLOG --device /dev/kmsg` in a container)"), "{text}");
     }
 }

@@ -16,7 +16,8 @@ pub fn open_kernel_log() -> Result<kmsg::Bracket, String> {
         Some(path) => Box::new(
             kmsg::FileSource::open(std::path::Path::new(&path)).map_err(|e| format!("{}: {e}", path.display()))?,
         ),
-        None => Box::new(kmsg::DevKmsg::open()?),
+        // The session keeps the reason as words (`Result<Bracket, String>`), so it is composed here.
+        None => Box::new(kmsg::DevKmsg::open().map_err(|e| e.to_string())?),
     };
     Ok(kmsg::Bracket::start(source, std::path::Path::new("/proc/sys/kernel/random/boot_id")))
 }

@@ -78,6 +78,19 @@ pub struct Patterns {
 
 const TABLE: &str = include_str!("patterns.toml");
 
+/// Why a pattern table was refused; `id` names the pattern at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternsError {
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    #[error("pattern table version {version} is not supported")]
+    Version { version: u32 },
+    #[error("pattern {id}: unknown class `{class}`")]
+    UnknownClass { id: String, class: String },
+    #[error("pattern {id}: {source}")]
+    Regex { id: String, source: regex::Error },
+}
+
 impl Patterns {
     /// The embedded table. It is compiled into the binary and covered by tests, so a failure here is a bug.
     pub fn embedded() -> &'static Patterns {
@@ -85,10 +98,10 @@ impl Patterns {
         P.get_or_init(|| Patterns::parse(TABLE).expect("the embedded pattern table is valid"))
     }
 
-    pub fn parse(text: &str) -> Result<Patterns, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Patterns, PatternsError> {
+        let file: File = toml::from_str(text)?;
         if file.version != 1 {
-            return Err(format!("pattern table version {} is not supported", file.version));
+            return Err(PatternsError::Version { version: file.version });
         }
         let mut rules = Vec::new();
         for p in file.pattern {
@@ -99,9 +112,12 @@ impl Patterns {
                 "warn" => Some(Class::Warn),
                 "info" => Some(Class::Info),
                 "attribution" => Some(Class::Attribution),
-                other => return Err(format!("pattern {}: unknown class `{other}`", p.id)),
+                other => return Err(PatternsError::UnknownClass { id: p.id, class: other.to_owned() }),
             };
-            let regex = Regex::new(&p.regex).map_err(|e| format!("pattern {}: {e}", p.id))?;
+            let regex = match Regex::new(&p.regex) {
+                Ok(regex) => regex,
+                Err(source) => return Err(PatternsError::Regex { id: p.id, source }),
+            };
             rules.push(Rule { id: p.id, class, regex, stderr: p.source == "stderr" });
         }
         Ok(Patterns { rules, xid_app: file.xid.app, xid_warn: file.xid.warn })
@@ -178,4 +194,30 @@ fn leading_bdf(text: &str) -> Option<String> {
     let word = text.split_whitespace().nth(1)?.trim_end_matches(':');
     let ok = word.len() == 12 && word.as_bytes()[4] == b':' && word.as_bytes()[10] == b'.';
     ok.then(|| word.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(version: u32, class: &str, regex: &str) -> String {
+        format!(
+            "version = {version}\n[xid]\napp = []\nwarn = []\n[[pattern]]\nid = \"p1\"\nclass = \"{class}\"\nregex = '{regex}'\n"
+        )
+    }
+
+    #[test]
+    fn a_bad_table_is_refused_with_the_variant_and_the_pattern_at_fault() {
+        assert!(Patterns::parse(&table(1, "device", "Xid")).is_ok());
+        let e = Patterns::parse(&table(2, "device", "Xid")).err().unwrap();
+        assert!(matches!(e, PatternsError::Version { version: 2 }), "{e:?}");
+        assert_eq!(e.to_string(), "pattern table version 2 is not supported");
+        let e = Patterns::parse(&table(1, "fatal", "Xid")).err().unwrap();
+        assert!(matches!(&e, PatternsError::UnknownClass { id, class } if id == "p1" && class == "fatal"), "{e:?}");
+        assert_eq!(e.to_string(), "pattern p1: unknown class `fatal`");
+        let e = Patterns::parse(&table(1, "app", "(unclosed")).err().unwrap();
+        assert!(matches!(&e, PatternsError::Regex { id, .. } if id == "p1"), "{e:?}");
+        assert!(e.to_string().starts_with("pattern p1: "), "{e}");
+        assert!(matches!(Patterns::parse("version = ").err().unwrap(), PatternsError::Toml(_)));
+    }
 }

@@ -148,9 +148,15 @@ fn find_base() -> Result<(PathBuf, Version), CgroupError> {
     let unread = |path, e| CgroupError::Proc { path, source: Arc::new(e) };
     let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|e| unread("/proc/self/cgroup", e))?;
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| unread("/proc/self/mountinfo", e))?;
+    base_in(&own, &mounts)
+}
+
+/// [`find_base`] from the text of `/proc/self/cgroup` (`own`) and `/proc/self/mountinfo` (`mounts`): each hierarchy's
+/// group directory, kept if a probe group can be made (and removed) in it.
+fn base_in(own: &str, mounts: &str) -> Result<(PathBuf, Version), CgroupError> {
     let mut why = Vec::new();
     for version in [Version::V2, Version::V1Pids] {
-        match candidate(&own, &mounts, version) {
+        match candidate(own, mounts, version) {
             Ok(base) => {
                 let probe = base.join(format!("gauntlet-probe-{}", std::process::id()));
                 match std::fs::create_dir(&probe) {
@@ -226,6 +232,48 @@ mod tests {
 36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:11 - cgroup cgroup rw,pids
 37 25 0:32 /docker/abc /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
 ";
+
+    /// No usable hierarchy is one error that keeps why, hierarchy by hierarchy, in the order they were tried.
+    #[test]
+    fn no_usable_hierarchy_is_no_hierarchy_with_each_reason_in_order() {
+        let e = base_in("", MOUNTS).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                CgroupError::NoHierarchy(why) if matches!(
+                    why.as_slice(),
+                    [
+                        HierarchyError::NoGroup { hierarchy: "cgroup v2" },
+                        HierarchyError::NoGroup { hierarchy: "cgroup v1 pids" }
+                    ]
+                )
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "cgroup v2: gauntlet is in no such group; cgroup v1 pids: gauntlet is in no such group"
+        );
+        // Mounted where no group can be made: not writable, named by its directory.
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone");
+        let mounts = format!("30 25 0:26 / {} rw - cgroup2 cgroup2 rw\n", gone.display());
+        let e = base_in("0::/\n", &mounts).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                CgroupError::NoHierarchy(why) if matches!(
+                    why.as_slice(),
+                    [HierarchyError::NotWritable { base, .. }, HierarchyError::NoGroup { .. }] if *base == gone
+                )
+            ),
+            "{e:?}"
+        );
+        // Where the probe group can be made, that hierarchy is the base.
+        std::fs::create_dir(&gone).unwrap();
+        assert_eq!(base_in("0::/\n", &mounts).unwrap(), (gone.clone(), Version::V2));
+        assert_eq!(std::fs::read_dir(&gone).unwrap().count(), 0, "the probe group is removed");
+    }
 
     #[test]
     fn the_group_directory_is_found_from_the_mount_and_the_own_path() {

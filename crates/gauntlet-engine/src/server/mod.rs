@@ -9,7 +9,7 @@ mod signals;
 
 pub use cgroup::{CgroupError, HierarchyError, availability as cgroup_availability};
 pub use group::{ExpectedChild, group_members, process_tree, spawn_expected};
-pub use port_owner::server_pids;
+pub use port_owner::{PortOwnerError, server_pids};
 pub use process::{
     Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
     server_environment,

@@ -54,26 +54,42 @@ fn listening_inodes(port: u16) -> BTreeSet<u64> {
     out
 }
 
+/// Why the processes listening on a port cannot be told. None of these proves the port free or foreign.
+#[derive(Debug, thiserror::Error)]
+pub enum PortOwnerError {
+    #[error("cannot read a port from `{base_url}`")]
+    NoPort { base_url: String },
+    #[error("`{base_url}` is not on this machine")]
+    NotLocal { base_url: String },
+    #[error("no listening socket on port {port} is visible in /proc/net")]
+    NoListener { port: u16 },
+    #[error("/proc: {0}")]
+    Proc(#[source] std::io::Error),
+    /// A socket listens, but no process visible here holds it.
+    #[error("the process listening on port {port} is not visible (another user or PID namespace)")]
+    Hidden { port: u16 },
+}
+
 /// The pids serving `base_url`, or why they cannot be told.
-pub fn server_pids(base_url: &str) -> Result<Vec<u32>, String> {
+pub fn server_pids(base_url: &str) -> Result<Vec<u32>, PortOwnerError> {
     let Some((port, local)) = port_of(base_url) else {
-        return Err(format!("cannot read a port from `{base_url}`"));
+        return Err(PortOwnerError::NoPort { base_url: base_url.to_owned() });
     };
     if !local {
-        return Err(format!("`{base_url}` is not on this machine"));
+        return Err(PortOwnerError::NotLocal { base_url: base_url.to_owned() });
     }
     listening_pids(port)
 }
 
 /// The pids holding a socket that listens on `port` (any local address), or why they cannot be told.
-pub(crate) fn listening_pids(port: u16) -> Result<Vec<u32>, String> {
+pub(crate) fn listening_pids(port: u16) -> Result<Vec<u32>, PortOwnerError> {
     let inodes = listening_inodes(port);
     if inodes.is_empty() {
-        return Err(format!("no listening socket on port {port} is visible in /proc/net"));
+        return Err(PortOwnerError::NoListener { port });
     }
     let wanted: BTreeSet<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
     let mut pids = Vec::new();
-    let dir = std::fs::read_dir("/proc").map_err(|e| format!("/proc: {e}"))?;
+    let dir = std::fs::read_dir("/proc").map_err(PortOwnerError::Proc)?;
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
@@ -82,7 +98,7 @@ pub(crate) fn listening_pids(port: u16) -> Result<Vec<u32>, String> {
         }
     }
     if pids.is_empty() {
-        return Err(format!("the process listening on port {port} is not visible (another user or PID namespace)"));
+        return Err(PortOwnerError::Hidden { port });
     }
     pids.sort_unstable();
     Ok(pids)
@@ -104,8 +120,21 @@ mod tests {
     fn finds_the_listener_of_our_own_socket() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        assert_eq!(server_pids(&format!("http://127.0.0.1:{port}")), Ok(vec![std::process::id()]));
+        assert_eq!(server_pids(&format!("http://127.0.0.1:{port}")).unwrap(), vec![std::process::id()]);
         drop(l);
-        assert!(server_pids(&format!("http://127.0.0.1:{port}")).is_err());
+        let e = server_pids(&format!("http://127.0.0.1:{port}")).unwrap_err();
+        assert!(matches!(e, PortOwnerError::NoListener { port: p } if p == port), "{e:?}");
+        assert_eq!(e.to_string(), format!("no listening socket on port {port} is visible in /proc/net"));
+    }
+
+    #[test]
+    fn a_url_without_a_port_or_off_this_machine_is_the_matching_variant() {
+        let e = server_pids("not a url").unwrap_err();
+        assert!(matches!(&e, PortOwnerError::NoPort { base_url } if base_url == "not a url"), "{e:?}");
+        assert_eq!(e.to_string(), "cannot read a port from `not a url`");
+        // TEST-NET-1 (RFC 5737): never an address of this machine.
+        let e = server_pids("http://192.0.2.1:8000/v1").unwrap_err();
+        assert!(matches!(e, PortOwnerError::NotLocal { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "`http://192.0.2.1:8000/v1` is not on this machine");
     }
 }

@@ -397,7 +397,8 @@ impl ServerProcess {
     pub fn owns_listener(&self, port: u16) -> Result<Option<String>, String> {
         let pids = match super::port_owner::listening_pids(port) {
             Ok(pids) => pids,
-            Err(why) => return Ok(Some(why)),
+            // The session records this reason as words (session/ holds it as a String).
+            Err(why) => return Ok(Some(why.to_string())),
         };
         let ours = self.members();
         let foreign: Vec<String> = pids

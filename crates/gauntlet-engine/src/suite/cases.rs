@@ -177,30 +177,53 @@ pub fn extra_body(table: &toml::Table, at: &str) -> Result<Map<String, Value>, V
     }
 }
 
-/// A case's `response_format` as JSON, or what is wrong with it (a suffix for `….response_format`): its `type` is
-/// `json_schema` (with a `json_schema.schema` table that compiles as a JSON Schema) or `json_object`.
-pub(crate) fn response_format(table: &toml::Table) -> Result<Value, String> {
-    let value = serde_json::to_value(table).map_err(|e| format!(": {e}"))?;
+/// What is wrong with a `response_format` table. Its text is a key suffix and a reason, to follow
+/// `….response_format` (": …" when the table itself is at fault).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ResponseFormatError {
+    #[error(": {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error(".json_schema.schema: required for type \"json_schema\"")]
+    NoSchema,
+    #[error(".json_schema.schema: expected a table (a JSON Schema)")]
+    SchemaNotTable,
+    #[error(".json_schema.schema: {0}")]
+    BadSchema(#[from] SchemaError),
+    #[error(".type: `{0}` is not `json_schema` or `json_object`")]
+    UnknownType(String),
+    #[error(".type: required (`json_schema` or `json_object`)")]
+    NoType,
+}
+
+/// A schema that does not compile, with the compiler's reason (boxed: it carries the offending part of the schema).
+#[derive(Debug, thiserror::Error)]
+#[error("not a valid JSON Schema: {0}")]
+pub(crate) struct SchemaError(#[source] Box<jsonschema::ValidationError<'static>>);
+
+/// A case's `response_format` as JSON, or what is wrong with it: its `type` is `json_schema` (with a
+/// `json_schema.schema` table that compiles as a JSON Schema) or `json_object`.
+pub(crate) fn response_format(table: &toml::Table) -> Result<Value, ResponseFormatError> {
+    let value = serde_json::to_value(table).map_err(ResponseFormatError::NotJson)?;
     match value.get("type").and_then(Value::as_str) {
         Some("json_object") => Ok(value),
         Some("json_schema") => {
             let Some(schema) = value.pointer("/json_schema/schema") else {
-                return Err(".json_schema.schema: required for type \"json_schema\"".into());
+                return Err(ResponseFormatError::NoSchema);
             };
             if !schema.is_object() {
-                return Err(".json_schema.schema: expected a table (a JSON Schema)".into());
+                return Err(ResponseFormatError::SchemaNotTable);
             }
-            compile_schema(schema).map_err(|e| format!(".json_schema.schema: {e}"))?;
+            compile_schema(schema)?;
             Ok(value)
         }
-        Some(other) => Err(format!(".type: `{other}` is not `json_schema` or `json_object`")),
-        None => Err(".type: required (`json_schema` or `json_object`)".into()),
+        Some(other) => Err(ResponseFormatError::UnknownType(other.to_owned())),
+        None => Err(ResponseFormatError::NoType),
     }
 }
 
 /// A JSON Schema compiled (draft from its `$schema`, 2020-12 by default); remote `$ref`s are never fetched.
-pub(crate) fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| format!("not a valid JSON Schema: {e}"))
+pub(crate) fn compile_schema(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
+    jsonschema::validator_for(schema).map_err(|e| SchemaError(Box::new(e)))
 }
 
 /// Merges `extra` into `body`: a table meets a table key by key (so `chat_template_kwargs` keeps the thinking
@@ -495,6 +518,23 @@ mod tests {
         let err = Suite::parse(&owned, "t.toml").unwrap_err().to_string();
         assert!(err.contains("extra_body.model: gauntlet sets this request field itself"), "{err}");
         assert!(err.contains("extra_body.stream: gauntlet sets"), "{err}");
+    }
+
+    #[test]
+    fn a_response_format_is_refused_with_the_variant_of_its_first_problem() {
+        let table = |text: &str| text.parse::<toml::Table>().unwrap();
+        assert!(response_format(&table("type = \"json_object\"")).is_ok());
+        assert!(matches!(response_format(&table("strict = true")), Err(ResponseFormatError::NoType)));
+        let e = response_format(&table("type = \"xml\"")).unwrap_err();
+        assert!(matches!(&e, ResponseFormatError::UnknownType(t) if t == "xml"), "{e:?}");
+        assert_eq!(e.to_string(), ".type: `xml` is not `json_schema` or `json_object`");
+        assert!(matches!(response_format(&table("type = \"json_schema\"")), Err(ResponseFormatError::NoSchema)));
+        let not_table = table("type = \"json_schema\"\njson_schema = { schema = 3 }");
+        assert!(matches!(response_format(&not_table), Err(ResponseFormatError::SchemaNotTable)));
+        let bad = table("type = \"json_schema\"\njson_schema = { schema = { type = \"strung\" } }");
+        let e = response_format(&bad).unwrap_err();
+        assert!(matches!(e, ResponseFormatError::BadSchema(_)), "{e:?}");
+        assert!(e.to_string().starts_with(".json_schema.schema: not a valid JSON Schema: "), "{e}");
     }
 
     #[test]

@@ -144,7 +144,7 @@ fn schema_failure(raw: &str, schema: &Value) -> Option<String> {
     // Compiled at suite load already; a failure here would be a bug, reported rather than panicking.
     match super::cases::compile_schema(schema) {
         Ok(v) => schema_failure_with(raw, &v),
-        Err(e) => Some(e),
+        Err(e) => Some(e.to_string()),
     }
 }
 

@@ -215,6 +215,35 @@ pub fn environment() -> Environment {
 /// How long a helper command (git, `server --version`) may take.
 pub const HELPER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// Why a helper (git, a server program's `--version`) gave no usable output; `program` is the name it was run by.
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    #[error("cannot run `{program}`: {source}")]
+    Spawn { program: String, source: std::io::Error },
+    /// Past [`HELPER_TIMEOUT`]; its process group was killed.
+    #[error("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs())]
+    TimedOut { program: String },
+    /// It exited, but a process it started still held its stdout or stderr at the deadline; the group was killed.
+    #[error("`{program}` exited but something it started kept its output open; killed")]
+    OutputHeld { program: String },
+    /// A non-zero exit (`code` is `None` when a signal ended it), with what it wrote to stderr, trimmed.
+    #[error("`{program}` exited with {code:?}: {stderr}")]
+    Failed { program: String, code: Option<i32>, stderr: String },
+    /// More than `cap` bytes on stdout: refused whole, never cut.
+    #[error("`{program}` wrote more than {cap} bytes")]
+    TooMuchOutput { program: String, cap: usize },
+}
+
+impl HelperError {
+    fn failed(program: &str, code: Option<i32>, stderr: &[u8]) -> HelperError {
+        HelperError::Failed {
+            program: program.to_owned(),
+            code,
+            stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
+        }
+    }
+}
+
 /// What a helper wrote before it exited: its exit code, stdout (at most the cap asked for, plus one byte to tell
 /// that it went over) and stderr (at most 64 KiB).
 struct HelperOutput {
@@ -228,14 +257,14 @@ struct HelperOutput {
 /// but something it started still holds its output open (waiting for those pipes to close would last as long as
 /// that process does). Both pipes are read to their end, so the helper never blocks on a full one; what is past
 /// `cap` (stdout) or 64 KiB (stderr) is only counted.
-fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Result<HelperOutput, String> {
+fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Result<HelperOutput, HelperError> {
     use std::io::Read as _;
     use std::os::unix::process::CommandExt as _;
     use std::process::Stdio;
     use std::time::{Duration, Instant};
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let (mut child, _expected) =
-        children::spawn_expected(&mut cmd).map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let (mut child, _expected) = children::spawn_expected(&mut cmd)
+        .map_err(|source| HelperError::Spawn { program: program.to_owned(), source })?;
     let pgid = child.id() as i32;
     let kill_group = || {
         // SAFETY: killpg has no memory-safety preconditions; a vanished group only yields ESRCH.
@@ -270,7 +299,7 @@ fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Re
             _ => {
                 kill_group();
                 let _ = child.wait();
-                return Err(format!("`{program}` did not finish within {}s; killed", HELPER_TIMEOUT.as_secs()));
+                return Err(HelperError::TimedOut { program: program.to_owned() });
             }
         }
     };
@@ -282,7 +311,7 @@ fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Re
             Ok((false, b)) => err = Some(b),
             Err(_) => {
                 kill_group();
-                return Err(format!("`{program}` exited but something it started kept its output open; killed"));
+                return Err(HelperError::OutputHeld { program: program.to_owned() });
             }
         }
     }
@@ -293,15 +322,19 @@ fn run_in_group(mut cmd: std::process::Command, program: &str, cap: usize) -> Re
 /// not: it could not start, it exited non-zero (its stderr), it ran past the deadline (its group is killed), it
 /// wrote more than `cap` bytes (never cut silently: a truncated list of paths is a wrong answer), or something it
 /// started kept its output open past the deadline.
-pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], cap: usize) -> Result<Vec<u8>, String> {
+pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(
+    program: &str,
+    args: &[S],
+    cap: usize,
+) -> Result<Vec<u8>, HelperError> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     let o = run_in_group(cmd, program, cap)?;
     if o.code != Some(0) {
-        return Err(format!("`{program}` exited with {:?}: {}", o.code, String::from_utf8_lossy(&o.err).trim()));
+        return Err(HelperError::failed(program, o.code, &o.err));
     }
     if o.out.len() > cap {
-        return Err(format!("`{program}` wrote more than {cap} bytes"));
+        return Err(HelperError::TooMuchOutput { program: program.to_owned(), cap });
     }
     Ok(o.out)
 }
@@ -310,13 +343,13 @@ pub fn run_bounded_bytes<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S], c
 const HELPER_TEXT_CAP: usize = 1 << 20;
 
 /// A helper's stdout, or why it failed (its stderr when it exited non-zero).
-pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, String> {
+pub fn run_bounded(program: &str, args: &[&str]) -> Result<String, HelperError> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     let o = run_in_group(cmd, program, HELPER_TEXT_CAP)?;
     match o.code {
         Some(0) => Ok(String::from_utf8_lossy(&o.out[..o.out.len().min(HELPER_TEXT_CAP)]).into_owned()),
-        code => Err(format!("`{program}` exited with {code:?}: {}", String::from_utf8_lossy(&o.err).trim())),
+        code => Err(HelperError::failed(program, code, &o.err)),
     }
 }
 
@@ -327,7 +360,7 @@ pub fn run_bounded_merged(
     program: &str,
     args: &[&str],
     environment: &[(std::ffi::OsString, std::ffi::OsString)],
-) -> Result<(Option<i32>, String), String> {
+) -> Result<(Option<i32>, String), HelperError> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env_clear().envs(environment.iter().map(|(k, v)| (k, v)));
     let o = run_in_group(cmd, program, HELPER_TEXT_CAP)?;
@@ -394,6 +427,19 @@ mod tests {
         assert_eq!(sha256_file_memo(&f, &home).unwrap(), first, "remembered");
         std::fs::write(&f, b"abcd").unwrap();
         assert_eq!(sha256_file_memo(&f, &home).unwrap(), sha256_hex(b"abcd"), "size changed: hashed again");
+    }
+
+    #[test]
+    fn a_helper_that_fails_is_the_matching_variant_with_its_stderr_and_code() {
+        let e = run_bounded("sh", &["-c", "echo ' no such ref ' >&2; exit 3"]).unwrap_err();
+        assert!(matches!(&e, HelperError::Failed { code: Some(3), stderr, .. } if stderr == "no such ref"), "{e:?}");
+        assert_eq!(e.to_string(), "`sh` exited with Some(3): no such ref");
+        let e = run_bounded_bytes("sh", &["-c", "printf 12345"], 4).unwrap_err();
+        assert!(matches!(e, HelperError::TooMuchOutput { cap: 4, .. }), "{e:?}");
+        assert_eq!(run_bounded_bytes("sh", &["-c", "printf 1234"], 4).unwrap(), b"1234");
+        let e = run_bounded_merged("/nonexistent/gauntlet-helper", &["--version"], &[]).unwrap_err();
+        assert!(matches!(e, HelperError::Spawn { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("cannot run `/nonexistent/gauntlet-helper`: "), "{e}");
     }
 
     #[test]

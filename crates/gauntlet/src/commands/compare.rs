@@ -55,7 +55,7 @@ pub(crate) fn compare_bench(
     json: bool,
 ) -> Outcome {
     use gauntlet_engine::formats::{aiperf as ai, vllm as vl};
-    let record = gauntlet_engine::run::read_bench(bench).map_err(Failure::bad_input)?;
+    let record = gauntlet_engine::run::read_bench(bench).map_err(|e| Failure::bad_input(e.to_string()))?;
     let at_bench = |e: gauntlet_engine::formats::LevelError| Failure::bad_input(format!("{}: {e}", bench.display()));
     // What each tool's file says of its run, for the heading and the JSON.
     let (tool, file, level, rows, about, facts) = match (vllm, aiperf) {

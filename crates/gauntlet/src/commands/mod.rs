@@ -148,7 +148,7 @@ pub(crate) fn bench_baseline(
     identity: &gauntlet_engine::identity::Identity,
 ) -> Result<Option<(gauntlet_engine::run::BenchRecord, String)>, Failure> {
     let Some(path) = path else { return Ok(None) };
-    let b = gauntlet_engine::run::read_bench(path).map_err(Failure::bad_input)?;
+    let b = gauntlet_engine::run::read_bench(path).map_err(|e| Failure::bad_input(e.to_string()))?;
     if b.identity_digest != identity.digest {
         let null = serde_json::Value::Null;
         let diff = gauntlet_engine::identity::differences(&b.identity, &identity.value, &null, &null);

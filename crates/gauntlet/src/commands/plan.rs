@@ -47,7 +47,7 @@ pub(crate) fn plan(args: PlanArgs) -> Outcome {
             .map(str::to_owned)
             .collect(),
             (None, Some(rev)) => gauntlet_engine::plan::changed_since(&args.repo, rev, args.until.as_deref())
-                .map_err(Failure::bad_input)?,
+                .map_err(|e| Failure::bad_input(e.to_string()))?,
             _ => {
                 return Err(Failure::bad_input(
                     "plan needs --changed-files FILE, --since REV, --profiles P[,P…] or --all",

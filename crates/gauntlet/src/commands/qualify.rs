@@ -16,8 +16,8 @@ use crate::terminal;
 pub(crate) fn qualify(args: QualifyArgs) -> Outcome {
     let manifest = load_manifest(args.manifest.as_deref())?;
     let profile = select_profile(&manifest, args.profile.as_deref(), args.port)?;
-    let stages =
-        parse_stages(args.stages.as_deref().unwrap_or("R0,R1,R2,R3,R4,R5,R6,R7")).map_err(Failure::bad_input)?;
+    let stages = parse_stages(args.stages.as_deref().unwrap_or("R0,R1,R2,R3,R4,R5,R6,R7"))
+        .map_err(|e| Failure::bad_input(e.to_string()))?;
     let identity = identity_of(&profile)?;
     let baseline = match args.baseline.as_deref() {
         Some(path) => bench_baseline(Some(path), &identity)?,

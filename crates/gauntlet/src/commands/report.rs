@@ -109,7 +109,7 @@ fn merge(args: ReportArgs) -> Outcome {
     }
     expected.sort();
     expected.dedup();
-    let shards = merge::collect(&args.merge).map_err(Failure::bad_input)?;
+    let shards = merge::collect(&args.merge).map_err(|e| Failure::bad_input(e.to_string()))?;
     let merged = merge::merge(shards, &expected);
     let markdown = merged.markdown(args.artifact.as_deref());
     if let Some(out) = &args.out {
