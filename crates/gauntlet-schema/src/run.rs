@@ -17,6 +17,8 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 10 added `lossless` (speculative decoding's losslessness against the profile named by
 /// `lossless_against`, with a control) and the identity's `recipe.draft` (the draft model and its settings, `null`
 /// before); older records read without them.
+/// Version 12 added the machine's other work beside the server: `neighbours` in each case's CPU account, pooled in
+/// `decode.speed_check.neighbours` and judged in its `judgement`; older records read without it (unknown).
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
@@ -36,11 +38,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 11;
+pub const RUN_RECORD_VERSION: u32 = 12;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -479,6 +481,10 @@ pub struct SpeedCheck {
     /// nothing counts as throttled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_group: Option<String>,
+    /// Over the cases (weighted by their seconds): the share of the CPU time the server and gauntlet left that
+    /// other processes used (see [`CaseCpu::neighbours`]). None when no case has one (version 11 and older).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<f64>,
     /// The decision against the baseline; None without a baseline to compare with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judgement: Option<SpeedJudgement>,
@@ -505,6 +511,11 @@ pub struct CaseCpu {
     /// (cpu + wait) / (cpu + throttled): what the case's decode rate is multiplied by to leave out the wait for
     /// other processes' CPU. 1 when nothing waited.
     pub factor: f64,
+    /// The share of the CPU time the server's threads and gauntlet left that other processes used during the case,
+    /// 0–1, from `/proc/stat` (version 12): their work slows each CPU second of a server on a shared memory system
+    /// by an amount no counter shows. None when the machine's counters were not readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<f64>,
 }
 
 /// Whether decode was judged against the baseline, and why.
@@ -520,6 +531,10 @@ pub struct SpeedJudgement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contention: Option<f64>,
     pub contention_limit: f64,
+    /// The higher neighbours' share of the run and the baseline, when both measured one and the decode was
+    /// compute-bound on the CPU (version 12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<f64>,
     /// The median of the case-against-case ratios (corrected when `corrected`), when decode was judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_ratio: Option<f64>,

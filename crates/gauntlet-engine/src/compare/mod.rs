@@ -236,6 +236,15 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
                     });
                     (None, false, None, true)
                 }
+                speed::DecodeCheck::Crowded { neighbours, side, .. } => {
+                    out.push(Finding {
+                        kind: FindingKind::SpeedNotJudged,
+                        severity: Severity::Info,
+                        message: format!("decode speed not judged: {}", speed::crowded_reason(neighbours, side)),
+                        case: None,
+                    });
+                    (None, false, None, true)
+                }
                 speed::DecodeCheck::NoCases => (None, false, None, false),
             };
             let clock = |r: &speed::CaseRatios| match (&why_not, corrected) {

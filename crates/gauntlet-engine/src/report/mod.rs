@@ -27,7 +27,8 @@ pub fn is_server_change(f: &Finding) -> bool {
     f.kind == FindingKind::ServerChanged && f.severity != Severity::Info
 }
 
-/// The speed check in words (`contention 52 % (1 decode thread, 0.00 s throttled); judged: 8 cases compared on …;
+/// The speed check in words (`contention 52 % (1 decode thread, 0.00 s throttled); other processes used 3 % of the
+/// CPU time the server left; judged: 8 cases compared on …;
 /// median 98 % of the baseline's (uncorrected 97 %)`); None for a run without a CPU account (attached servers,
 /// older records).
 pub fn speed_check_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
@@ -40,6 +41,9 @@ pub fn speed_check_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
         if c.busy_threads == 1 { "" } else { "s" },
         c.throttled_seconds
     );
+    if let Some(n) = c.neighbours {
+        line.push_str(&format!("; other processes used {} of the CPU time the server left", pct(n)));
+    }
     if let Some(j) = &c.judgement {
         if j.judged {
             line.push_str(&format!("; judged: {}", j.reason));

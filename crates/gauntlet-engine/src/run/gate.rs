@@ -157,11 +157,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                     let seconds = record.seconds.unwrap_or(0.0);
                     accounts.push(crate::compare::speed::case_cpu(
                         &case.id,
-                        cpu,
-                        wait,
-                        throttled,
-                        seconds,
+                        (cpu, wait, throttled, seconds),
                         acc.busy_threads,
+                        acc.neighbours,
                     ));
                 }
             }

@@ -4,6 +4,12 @@
 //! after each case ([`Sample`], [`Sample::since`]) to tell a server that got slower from one that waited for CPUs
 //! other processes held.
 //!
+//! Each sample also reads the machine's CPU time (`/proc/stat`) and gauntlet's own (`/proc/self/stat`), so that an
+//! account says what share of the CPU time the server left other processes used ([`Account::neighbours`]). On a
+//! machine whose CPUs share caches and memory, a neighbour's work makes each CPU second of the server buy less
+//! (measured on a 2-core VM: a cargo build or a memory-streaming `dd` beside a one-thread llama.cpp made its CPU
+//! time per token 0–35 % longer, with no wait in its schedstat), which no counter of the server shows.
+//!
 //! Everything here is read from files the server's processes (or the machine) control: bounded, parsed without
 //! trust. A thread that vanished between two samples is left out; text that does not parse gives no measurement,
 //! never a panic. Never writes, never signals.
@@ -18,6 +24,10 @@ const SCHEDSTAT_CAP: u64 = 256;
 const CPU_STAT_CAP: u64 = 4096;
 const CGROUP_CAP: u64 = 16 << 10;
 const MOUNTINFO_CAP: u64 = 1 << 20;
+/// `/proc/stat` has a line per CPU and a few more; its first line is the machine's. A 1,024-CPU host is under
+/// 128 KiB; only the first line is parsed.
+const PROC_STAT_CAP: u64 = 256 << 10;
+const SELF_STAT_CAP: u64 = 4096;
 /// Threads read per process: a server with more is sampled on its first this-many (the kernel lists them in order).
 const THREADS_CAP: usize = 4096;
 /// A thread counts as sharing the decode when it ran at least this share of the busiest thread's CPU time.
@@ -97,6 +107,71 @@ pub fn cpu_group_of(pid: i32) -> Option<PathBuf> {
     cpu_group_dir(&own, &mounts)
 }
 
+/// The machine's CPU time from the first (`cpu`) line of `/proc/stat`, in clock ticks: (busy, total). Busy is user,
+/// nice, system, irq and softirq (guest time is counted inside user); total adds idle and iowait. Steal (time a
+/// hypervisor gave this machine's CPUs to others) is in neither: nothing here ran then. None unless the line has
+/// at least the eight numbers.
+pub fn parse_proc_stat(text: &str) -> Option<(u64, u64)> {
+    let line = text.lines().next()?;
+    let mut fields = line.split_ascii_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = fields.take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let [user, nice, system, idle, iowait, irq, softirq, _steal] = v[..] else { return None };
+    let busy = user.checked_add(nice)?.checked_add(system)?.checked_add(irq)?.checked_add(softirq)?;
+    Some((busy, busy.checked_add(idle)?.checked_add(iowait)?))
+}
+
+/// A process's CPU time (utime + stime, clock ticks, all its threads) from its `/proc/PID/stat` text: fields 14 and
+/// 15, counted after the command name's closing parenthesis (the name may hold spaces and parentheses).
+pub fn parse_process_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    utime.checked_add(stime)
+}
+
+/// The machine's CPU ticks and gauntlet's own, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Machine {
+    busy: u64,
+    total: u64,
+    own: u64,
+    /// Clock ticks per second (`_SC_CLK_TCK`).
+    hz: u64,
+}
+
+impl Machine {
+    fn now() -> Option<Machine> {
+        let (busy, total) = parse_proc_stat(&read_text(Path::new("/proc/stat"), PROC_STAT_CAP).ok()?)?;
+        let own = parse_process_ticks(&read_text(Path::new("/proc/self/stat"), SELF_STAT_CAP).ok()?)?;
+        // SAFETY: sysconf reads a constant of the C library; no memory is passed.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        (hz > 0).then_some(Machine { busy, total, own, hz: hz as u64 })
+    }
+}
+
+/// The share of the CPU time the server and gauntlet left that other processes used between two machine readings,
+/// 0–1: (machine busy − server − gauntlet) / (machine total − server − gauntlet), every term the change between
+/// the readings (`server_ns`: the server's threads' time on a CPU). None when a counter went backwards, or less
+/// than one tick was left to share.
+fn neighbours(before: &Machine, after: &Machine, server_ns: u64) -> Option<f64> {
+    if before.hz != after.hz {
+        return None;
+    }
+    let busy = after.busy.checked_sub(before.busy)? as f64;
+    let total = after.total.checked_sub(before.total)? as f64;
+    let own = after.own.checked_sub(before.own)? as f64;
+    let server = server_ns as f64 * after.hz as f64 / 1e9;
+    let left = total - server - own;
+    if left.is_nan() || left < 1.0 {
+        return None;
+    }
+    Some(((busy - server - own) / left).clamp(0.0, 1.0))
+}
+
 /// Nanoseconds `group` has been throttled since it was made; None when its `cpu.stat` is unreadable or says none.
 pub fn throttled_ns(group: &Path) -> Option<u64> {
     parse_throttled(&read_text(&group.join("cpu.stat"), CPU_STAT_CAP).ok()?)
@@ -112,6 +187,8 @@ pub struct Sample {
     threads: HashMap<Thread, (u64, u64)>,
     /// The CPU group and its throttled ns, when readable.
     group: Option<(PathBuf, u64)>,
+    /// The machine's CPU time and gauntlet's own, when readable.
+    machine: Option<Machine>,
 }
 
 /// What the busy threads did between two samples: those that ran at least a quarter of the busiest one's CPU time
@@ -123,6 +200,9 @@ pub struct Account {
     /// 0 without a readable group, or when the group changed between the samples.
     pub throttled_ns: u64,
     pub busy_threads: u32,
+    /// The share of the CPU time the server's threads (all of them) and gauntlet left that other processes used,
+    /// 0–1; None when the machine's counters were not readable.
+    pub neighbours: Option<f64>,
 }
 
 impl Sample {
@@ -140,7 +220,7 @@ impl Sample {
             }
         }
         let group = group.and_then(|g| Some((g.to_owned(), throttled_ns(g)?)));
-        Sample { threads, group }
+        Sample { threads, group, machine: Machine::now() }
     }
 
     /// No thread was read.
@@ -191,6 +271,11 @@ impl Sample {
         // The threads that did the work; the others (an HTTP listener, a logger) wait and run on their own schedule,
         // which says nothing of how long the work took.
         let busiest = deltas.iter().map(|d| d.0).max().unwrap_or(0);
+        let server_ns = deltas.iter().fold(0u64, |a, d| a.saturating_add(d.0));
+        let neighbours = match (&before.machine, &self.machine) {
+            (Some(b), Some(a)) => neighbours(b, a, server_ns),
+            _ => None,
+        };
         let busy: Vec<&(u64, u64)> =
             deltas.iter().filter(|d| busiest == 0 || d.0 as f64 >= BUSY_SHARE * busiest as f64).collect();
         Some(Account {
@@ -198,6 +283,7 @@ impl Sample {
             wait_ns: busy.iter().fold(0u64, |a, d| a.saturating_add(d.1)),
             throttled_ns,
             busy_threads: if busiest == 0 { 0 } else { busy.len() as u32 },
+            neighbours,
         })
     }
 }
@@ -262,7 +348,11 @@ mod tests {
     }
 
     fn sample(threads: &[(Thread, (u64, u64))], group: Option<u64>) -> Sample {
-        Sample { threads: threads.iter().copied().collect(), group: group.map(|t| (PathBuf::from("/g"), t)) }
+        Sample {
+            threads: threads.iter().copied().collect(),
+            group: group.map(|t| (PathBuf::from("/g"), t)),
+            machine: None,
+        }
     }
 
     #[test]
@@ -273,7 +363,10 @@ mod tests {
             sample(&[((10, 11), (801_000, 300_500)), ((10, 12), (20_100, 1_010)), ((10, 13), (4, 0))], Some(57_000));
         let a = after.since(&before).unwrap();
         // Only the decoding thread is busy (the others ran under a quarter of its 800 µs): its own time and wait.
-        assert_eq!(a, Account { cpu_ns: 800_000, wait_ns: 300_000, throttled_ns: 50_000, busy_threads: 1 });
+        assert_eq!(
+            a,
+            Account { cpu_ns: 800_000, wait_ns: 300_000, throttled_ns: 50_000, busy_threads: 1, neighbours: None }
+        );
         // Two threads sharing the work.
         let two = sample(&[((10, 11), (801_000, 500)), ((10, 12), (600_100, 10))], None);
         assert_eq!(two.since(&before).unwrap().busy_threads, 2);
@@ -284,6 +377,50 @@ mod tests {
         assert_eq!(sample(&[], Some(1)).since(&before), None);
         // The load's account sums every thread's wait, busy or not.
         assert_eq!(after.total_wait_ns(), 300_500 + 1_010);
+    }
+
+    #[test]
+    fn the_machine_line_of_proc_stat_gives_busy_and_total_ticks() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let text = "cpu  100 5 40 800 20 3 2 50 7 0\ncpu0 50 2 20 400 10 1 1 25 3 0\nintr 1 2 3\n";
+        assert_eq!(parse_proc_stat(text), Some((150, 970)), "steal is neither busy nor idle; guest is in user");
+        assert_eq!(parse_proc_stat("cpu0 1 2 3 4 5 6 7 8\n"), None, "the first line must be the machine's");
+        for bad in ["", "cpu 1 2 3", "cpu 1 2 x 4 5 6 7 8", "cpu -1 2 3 4 5 6 7 8"] {
+            assert_eq!(parse_proc_stat(bad), None, "{bad:?}");
+        }
+        let overflow = format!("cpu {} 1 0 0 0 0 0 0", u64::MAX);
+        assert_eq!(parse_proc_stat(&overflow), None);
+    }
+
+    #[test]
+    fn a_process_s_ticks_are_read_after_its_name() {
+        let stat = "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 250 30 0 0 20 0 3 0 1000 0 0";
+        assert_eq!(parse_process_ticks(stat), Some(280), "utime 250 + stime 30, after the last `)`");
+        assert_eq!(parse_process_ticks("42 (x) S 1 2"), None);
+        assert_eq!(parse_process_ticks("no parenthesis 1 2 3"), None);
+        let own = read_text(Path::new("/proc/self/stat"), SELF_STAT_CAP).unwrap();
+        assert!(parse_process_ticks(&own).is_some(), "{own}");
+    }
+
+    #[test]
+    fn neighbours_are_the_share_of_the_cpu_time_the_server_and_gauntlet_left() {
+        let at = |busy, total, own| Machine { busy, total, own, hz: 100 };
+        // Two CPUs for one second (200 ticks): the server ran 0.9 s (90 ticks), gauntlet 5 ticks, the machine was
+        // busy 195 ticks: the other 100 were someone else's, of the 105 left.
+        let share = neighbours(&at(1_000, 10_000, 50), &at(1_195, 10_200, 55), 900_000_000).unwrap();
+        assert!((share - 100.0 / 105.0).abs() < 1e-12, "{share}");
+        // A quiet machine: busy only with the server and gauntlet.
+        assert_eq!(neighbours(&at(1_000, 10_000, 50), &at(1_095, 10_200, 55), 900_000_000), Some(0.0));
+        // Tick rounding can make the server's nanoseconds exceed the machine's busy ticks: clamped, not negative.
+        assert_eq!(neighbours(&at(0, 0, 0), &at(90, 200, 0), 950_000_000), Some(0.0));
+        // Counters that went backwards, a different clock, or nothing left to share: no measurement.
+        assert_eq!(neighbours(&at(10, 10, 0), &at(5, 200, 0), 0), None);
+        assert_eq!(neighbours(&at(0, 0, 0), &Machine { hz: 1000, ..at(10, 200, 0) }, 0), None);
+        assert_eq!(neighbours(&at(0, 0, 0), &at(100, 100, 0), 1_000_000_000), None);
+        // Between two real samples of this process, the machine was read.
+        let a = Sample::take(&[std::process::id() as i32], None);
+        let b = Sample::take(&[std::process::id() as i32], None);
+        assert!(a.machine.is_some() && b.machine.is_some());
     }
 
     #[test]

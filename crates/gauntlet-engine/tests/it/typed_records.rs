@@ -56,7 +56,7 @@ fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() 
     // Written again, it is a current record whose identity reads back typed.
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.identity, run.identity);
-    assert_eq!(RUN_RECORD_VERSION, 11);
+    assert_eq!(RUN_RECORD_VERSION, 12);
 }
 
 #[test]
@@ -94,8 +94,8 @@ fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
 
 #[test]
 fn newer_or_foreign_records_are_refused_naming_the_file() {
-    let err = parse_run_record(r#"{"schema_version": 12}"#).unwrap_err();
-    assert!(err.contains("schema_version 12 is not readable"), "{err}");
+    let err = parse_run_record(r#"{"schema_version": 13}"#).unwrap_err();
+    assert!(err.contains("schema_version 13 is not readable"), "{err}");
     let err = parse_bench_record(r#"{"bench_version": 14}"#, "x/bench.json").unwrap_err();
     assert!(err.starts_with("x/bench.json: bench_version 14 is not readable (reads 1 to 13)"), "{err}");
     let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();
@@ -441,8 +441,8 @@ fn the_speed_check_reads_back_and_older_records_have_none() {
     let mut run = parse_run_record(H200_RUN).unwrap();
     assert_eq!(run.decode.speed_check, None, "written before version 11");
     let cases = vec![
-        gauntlet_engine::compare::speed::case_cpu("a", 0.25, 0.2, 0.05, 0.48, 1),
-        gauntlet_engine::compare::speed::case_cpu("b", 0.24, 0.1, 0.0, 0.35, 1),
+        gauntlet_engine::compare::speed::case_cpu("a", (0.25, 0.2, 0.05, 0.48), 1, None),
+        gauntlet_engine::compare::speed::case_cpu("b", (0.24, 0.1, 0.0, 0.35), 1, Some(0.2)),
     ];
     let mut check = gauntlet_engine::compare::speed::speed_check(cases, Some("/sys/fs/cgroup/cpu/g".into()));
     let base = run.clone();
@@ -454,4 +454,17 @@ fn the_speed_check_reads_back_and_older_records_have_none() {
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.decode.speed_check, run.decode.speed_check);
     assert_eq!(again.server.load_cpu, run.server.load_cpu);
+    // Version 12's neighbours: per case, pooled over the cases that measured one; a version-11 account (no
+    // `neighbours` anywhere) reads with none.
+    let check = again.decode.speed_check.as_ref().unwrap();
+    assert_eq!((check.cases[0].neighbours, check.cases[1].neighbours), (None, Some(0.2)));
+    assert!((check.neighbours.unwrap() - 0.2).abs() < 1e-12, "{check:?}");
+    let mut v11 = serde_json::to_value(&run).unwrap();
+    v11["schema_version"] = 11.into();
+    for c in v11["decode"]["speed_check"]["cases"].as_array_mut().unwrap() {
+        c.as_object_mut().unwrap().remove("neighbours");
+    }
+    v11["decode"]["speed_check"].as_object_mut().unwrap().remove("neighbours");
+    let old = parse_run_record(&v11.to_string()).unwrap();
+    assert!(old.decode.speed_check.unwrap().cases.iter().all(|c| c.neighbours.is_none()));
 }

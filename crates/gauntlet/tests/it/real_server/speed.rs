@@ -156,8 +156,8 @@ fn measured(run: &Run) -> String {
         })
         .unwrap_or_default();
     format!(
-        "verdict {}, wall {:.0}s, load {:.2}s (cpu {}, wait {}, throttled {}), contention {}, busy threads {}, \
-         throttled {}s, cases [{}], judgement {}",
+        "verdict {}, wall {:.0}s, load {:.2}s (cpu {}, wait {}, throttled {}), contention {}, neighbours {}, busy \
+         threads {}, throttled {}s, cases [{}], judgement {}",
         r["verdict"],
         r["wall_seconds"].as_f64().unwrap_or(f64::NAN),
         r["server"]["load_seconds"].as_f64().unwrap_or(f64::NAN),
@@ -165,6 +165,7 @@ fn measured(run: &Run) -> String {
         r["server"]["load_cpu"]["wait_seconds"],
         r["server"]["load_cpu"]["throttled_seconds"],
         c["contention"],
+        c["neighbours"],
         c["busy_threads"],
         c["throttled_seconds"],
         factors.join(", "),
@@ -239,6 +240,20 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
         "under a quota of 70 ms per 100 ms (load average {load} → {}; cpu.stat {stat}): {}\n  {quota:?}",
         loadavg(),
         measured(&third)
+    );
+    // Other processes working beside the baseline or the quota's run change what each CPU second of the server
+    // decodes, and the gate then rightly does not judge decode (issue #30): this test cannot show the quota then.
+    let crowded = |run: &Run| run.record.as_ref().unwrap()["decode"]["speed_check"]["neighbours"].as_f64();
+    assert!(
+        !quota
+            .iter()
+            .any(|f| f["kind"] == "speed-not-judged"
+                && f["message"].as_str().unwrap_or("").contains("other processes used")),
+        "the machine was busy beside this test (other processes used {:?} of the CPU time the server left in the \
+         baseline, {:?} under the quota): the quota cannot be judged; run the speed group alone, as scripts/test.sh \
+         does\n{quota:?}",
+        crowded(&first),
+        crowded(&third)
     );
     assert!(warned(&quota, "slow-decode"), "a 30 % slower server must warn: {quota:?}\n{}", third.explain());
 }
