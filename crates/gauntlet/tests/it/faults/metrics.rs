@@ -26,7 +26,7 @@ fn a_run_records_the_servers_counter_deltas() {
         (Some("/metrics"), Some(true), Some(true)),
         "{m}"
     );
-    assert_eq!(rec(&run)["schema_version"], 11);
+    assert_eq!(rec(&run)["schema_version"], gauntlet_schema::RUN_RECORD_VERSION);
     let got: Vec<Option<f64>> =
         ["requests_finished", "prompt_tokens", "generated_tokens", "prefix_cache_hits", "preemptions", "queue_seconds"]
             .iter()

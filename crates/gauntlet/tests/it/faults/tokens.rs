@@ -39,7 +39,7 @@ fn gate_records_token_ids_and_compare_reports_the_first_divergent_token() {
     let run = f.run(&[]);
     assert!(run.record.is_some(), "{}", run.explain());
     let record = run.record.clone().unwrap();
-    assert_eq!(record["schema_version"], 11);
+    assert_eq!(record["schema_version"], gauntlet_schema::RUN_RECORD_VERSION);
     for case in record["cases"].as_array().unwrap() {
         let tokens = &case["answer"]["tokens"];
         assert_eq!(tokens["source"], "ids", "{case}");

@@ -145,7 +145,7 @@ fn a_close_draft_is_lossless_with_a_control_and_a_coarse_one_warns_its_acceptanc
     assert_no_survivors(&format!("--port {spec_port}"));
     assert_no_survivors(&format!("--port {ar_port}"));
     let record = close.record.as_ref().unwrap_or_else(|| panic!("no run.json\n{}", close.explain()));
-    assert_eq!(record["schema_version"], 11);
+    assert_eq!(record["schema_version"], gauntlet_schema::RUN_RECORD_VERSION);
     // The identity names the draft: its file's digest and size, the flag and the settings.
     let draft = &record["identity"]["recipe"]["draft"];
     let sha = gauntlet_engine::util::sha256_file(&dir.path().join("close.gguf")).unwrap();
