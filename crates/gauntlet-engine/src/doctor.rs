@@ -195,7 +195,7 @@ fn device(profile: &Profile, probe: &dyn Probe, runtime: &mut Value) -> Check {
             Check::ok("device", format!("{label}: {}", facts.join(", ")))
         }
         Err(why) => {
-            runtime["gpu"] = serde_json::json!({"error": why});
+            runtime["gpu"] = serde_json::json!({"error": why.to_string()});
             let fix = match profile.device {
                 Device::Nvidia(_) => {
                     "install the NVIDIA driver and make libnvidia-ml.so.1 loadable (ldconfig or LD_LIBRARY_PATH); `nvidia-smi` should list the GPU"
@@ -240,7 +240,7 @@ fn host_lock(device: &Device) -> Check {
         Ok(lock) => Check::ok("host lock", format!("{} is free", lock.path.display())),
         Err(why) => Check::warn(
             "host lock",
-            why,
+            why.to_string(),
             "another gauntlet is running on this GPU; a run waits for it up to `busy_wait`",
         ),
     }

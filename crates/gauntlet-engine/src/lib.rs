@@ -21,6 +21,8 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod suite;
+#[cfg(test)]
+mod typed_errors;
 pub mod util;
 pub mod verdict;
 

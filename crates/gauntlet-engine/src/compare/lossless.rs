@@ -16,6 +16,31 @@ use super::first_difference;
 
 pub use gauntlet_schema::lossless::{CaseComparison, Lossless};
 
+/// Why two run records cannot be compared: a record that is not a run record, or runs of different suites. `side`
+/// is `A`, `B` or `control`.
+#[derive(Debug, thiserror::Error)]
+pub enum LosslessError {
+    #[error("{side}: no `cases` array: not a gauntlet run record")]
+    NoCases { side: &'static str },
+    #[error("{side}: cases[{index}] has no string `id`")]
+    NoId { side: &'static str, index: usize },
+    #[error("{side}: case `{case}` answer.tokens is malformed: {source}")]
+    Tokens {
+        side: &'static str,
+        case: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// `observed` is neither a string nor absent; `found` is the JSON it holds.
+    #[error("{side}: case `{case}` observed is {found}, not a string")]
+    Observed { side: &'static str, case: String, found: Value },
+    /// The suites' digests, as the records hold them (JSON: a string, or `null`).
+    #[error("A and B ran different suites ({a} and {b}): their answers cannot be compared")]
+    Suites { a: Value, b: Value },
+    #[error("the control ran another suite than A")]
+    ControlSuite,
+}
+
 struct Answer {
     text: Option<String>,
     tokens: Option<AnswerTokens>,
@@ -23,23 +48,23 @@ struct Answer {
 }
 
 /// `case id → answer` of a run record, in the record's order.
-fn answers(run: &Value, name: &str) -> Result<Vec<(String, Answer)>, String> {
-    let cases =
-        run["cases"].as_array().ok_or_else(|| format!("{name}: no `cases` array: not a gauntlet run record"))?;
+fn answers(run: &Value, side: &'static str) -> Result<Vec<(String, Answer)>, LosslessError> {
+    let cases = run["cases"].as_array().ok_or(LosslessError::NoCases { side })?;
     let mut out = Vec::new();
-    for (i, c) in cases.iter().enumerate() {
-        let id = c["id"].as_str().ok_or_else(|| format!("{name}: cases[{i}] has no string `id`"))?;
+    for (index, c) in cases.iter().enumerate() {
+        let id = c["id"].as_str().ok_or(LosslessError::NoId { side, index })?;
         let tokens = match &c["answer"]["tokens"] {
             Value::Null => None,
-            v => Some(
-                AnswerTokens::deserialize(v)
-                    .map_err(|e| format!("{name}: case `{id}` answer.tokens is malformed: {e}"))?,
-            ),
+            v => Some(AnswerTokens::deserialize(v).map_err(|source| LosslessError::Tokens {
+                side,
+                case: id.to_owned(),
+                source,
+            })?),
         };
         let text = match &c["observed"] {
             Value::String(s) => Some(s.clone()),
             Value::Null => None,
-            other => return Err(format!("{name}: case `{id}` observed is {other}, not a string")),
+            other => return Err(LosslessError::Observed { side, case: id.to_owned(), found: other.clone() }),
         };
         out.push((id.to_owned(), Answer { text, tokens, passed: c["status"] == "pass" }));
     }
@@ -64,13 +89,13 @@ fn index(v: &[(String, Answer)]) -> HashMap<&str, usize> {
     m
 }
 
-pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossless, String> {
+pub fn lossless(a: &Value, b: &Value, control: Option<&Value>) -> Result<Lossless, LosslessError> {
     lossless_judged(a, b, control, None)
 }
 
 /// How far the logprobs of the tokens A and its control share moved, pooled over every case both answered: the
 /// server's own jitter without the draft. None without logprobs on both sides.
-pub fn control_jitter(a: &Value, control: &Value) -> Result<Option<Jitter>, String> {
+pub fn control_jitter(a: &Value, control: &Value) -> Result<Option<Jitter>, LosslessError> {
     let (av, cv) = (answers(a, "A")?, answers(control, "control")?);
     let ci = index(&cv);
     let mut pool = Vec::new();
@@ -92,17 +117,14 @@ pub fn lossless_judged(
     b: &Value,
     control: Option<&Value>,
     jitter: Option<&Jitter>,
-) -> Result<Lossless, String> {
+) -> Result<Lossless, LosslessError> {
     if a["suite"]["digest"] != b["suite"]["digest"] {
-        return Err(format!(
-            "A and B ran different suites ({} and {}): their answers cannot be compared",
-            a["suite"]["digest"], b["suite"]["digest"]
-        ));
+        return Err(LosslessError::Suites { a: a["suite"]["digest"].clone(), b: b["suite"]["digest"].clone() });
     }
     if let Some(c) = control
         && c["suite"]["digest"] != a["suite"]["digest"]
     {
-        return Err("the control ran another suite than A".into());
+        return Err(LosslessError::ControlSuite);
     }
     let (av, bv) = (answers(a, "A")?, answers(b, "B")?);
     let cv = control.map(|c| answers(c, "control")).transpose()?;

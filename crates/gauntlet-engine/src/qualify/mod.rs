@@ -395,7 +395,11 @@ pub fn run_qualify(
         }
         let began = bundle.begin(id, reporter)?;
         if dead.is_none() {
-            dead = rt.block_on(alive(&client, profile, session.as_mut().and_then(Session::process_mut))).err();
+            // The stage's record says why as words.
+            dead = rt
+                .block_on(alive(&client, profile, session.as_mut().and_then(Session::process_mut)))
+                .err()
+                .map(|e| e.to_string());
         }
         if let Some(why) = &dead {
             let outcome = Outcome::judged(
@@ -520,16 +524,47 @@ pub fn run_qualify(
     Ok(bundle.report)
 }
 
+/// Why the server is down between stages.
+#[derive(Debug, thiserror::Error)]
+enum Down {
+    /// The spawned process exited; `how` is its exit described (a code or a signal).
+    #[error("exited ({how})")]
+    Exited { how: String },
+    #[error("health answered HTTP {code}")]
+    Status { code: u16 },
+    #[error("health: {0}")]
+    Health(#[source] crate::client::ClientError),
+}
+
 /// Between stages: the process still runs and its health endpoint answers 200.
-async fn alive(client: &Client, profile: &Profile, process: Option<&mut ServerProcess>) -> Result<(), String> {
+async fn alive(client: &Client, profile: &Profile, process: Option<&mut ServerProcess>) -> Result<(), Down> {
     if let Some(p) = process
         && let Some(status) = p.exited()
     {
-        return Err(format!("exited ({})", crate::server::describe_exit(status)));
+        return Err(Down::Exited { how: crate::server::describe_exit(status) });
     }
     match client.health(&profile.health_path, Duration::from_secs(5)).await {
         Ok(200) => Ok(()),
-        Ok(code) => Err(format!("health answered HTTP {code}")),
-        Err(e) => Err(format!("health: {e}")),
+        Ok(code) => Err(Down::Status { code }),
+        Err(e) => Err(Down::Health(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server down between stages is `Down`, of its kind, in the words the stage's record has always had.
+    #[test]
+    fn a_server_down_is_the_variant_of_why() {
+        use std::os::unix::process::ExitStatusExt;
+        let how = crate::server::describe_exit(std::process::ExitStatus::from_raw(9));
+        let e = Down::Exited { how };
+        assert_eq!(e.to_string(), "exited (signal 9)");
+        assert_eq!(Down::Status { code: 503 }.to_string(), "health answered HTTP 503");
+        let missing = crate::client::ClientError::MissingDone;
+        let e = Down::Health(missing.clone());
+        assert!(matches!(&e, Down::Health(crate::client::ClientError::MissingDone)), "{e:?}");
+        assert_eq!(e.to_string(), format!("health: {missing}"));
     }
 }

@@ -316,7 +316,8 @@ async fn restart_server<'a>(
     if session.exited().is_none() {
         *r.monitor = Some(Monitor::start(profile, r.dir, r.base_url, session.api_key.clone(), session.pid(), r.clock));
     }
-    restarted.map(|_| &*session)
+    // The stage records why as words.
+    restarted.map(|_| &*session).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use gauntlet_schema::{CaseRecord, RunRecord, Severity};
 use serde_json::{Value, json};
 
 use super::StageStatus;
+use crate::compare::lossless::LosslessError;
 use crate::manifest::Profile;
 use crate::run::{GateOptions, Silent, run_gate};
 
@@ -104,7 +105,7 @@ pub(super) fn judge(
     let value = |r: &RunRecord| serde_json::to_value(r).unwrap_or_default();
     let record = match compared(&value(&reference), &draft, &value(&control), against, &digest) {
         Ok(r) => r,
-        Err(why) => return not_checked(why),
+        Err(why) => return not_checked(why.to_string()),
     };
     let (failures, cannot_tell) = rule(&record);
     let summary = match (&failures.first(), &cannot_tell.first()) {
@@ -117,11 +118,25 @@ pub(super) fn judge(
     Judged { data, failures, cannot_tell, summary }
 }
 
+/// Why the three answer sets cannot be compared: the control's jitter cannot be measured, or the draft's answers
+/// cannot be set against the reference's.
+#[derive(Debug, thiserror::Error)]
+enum ComparedError {
+    #[error(transparent)]
+    Jitter(LosslessError),
+    #[error("against `{against}`: {source}")]
+    Against {
+        against: String,
+        #[source]
+        source: LosslessError,
+    },
+}
+
 /// The comparison itself, from the three answer sets as JSON (what `verify` reads back from the bundle).
-fn compared(a: &Value, b: &Value, c: &Value, against: &str, digest: &str) -> Result<LosslessRecord, String> {
-    let jitter = crate::compare::lossless::control_jitter(a, c)?;
+fn compared(a: &Value, b: &Value, c: &Value, against: &str, digest: &str) -> Result<LosslessRecord, ComparedError> {
+    let jitter = crate::compare::lossless::control_jitter(a, c).map_err(ComparedError::Jitter)?;
     let result = crate::compare::lossless::lossless_judged(a, b, Some(c), jitter.as_ref())
-        .map_err(|e| format!("against `{against}`: {e}"))?;
+        .map_err(|source| ComparedError::Against { against: against.to_owned(), source })?;
     Ok(LosslessRecord {
         against: against.to_owned(),
         reference_identity_digest: digest.to_owned(),
@@ -211,7 +226,31 @@ pub(super) fn recheck(
         }
         Err(e) => {
             problems.push(format!("r3-determinism.json: lossless cannot be recomputed: {e}"));
-            (Vec::new(), vec![e])
+            (Vec::new(), vec![e.to_string()])
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A control whose answers cannot be read is `Jitter` (the comparison's words alone); a draft that cannot be set
+    /// against the reference is `Against`, the reference's name first.
+    #[test]
+    fn answers_that_cannot_be_compared_are_the_variant_of_why() {
+        let run = json!({"suite": {"digest": "s1"}, "cases": [{"id": "x", "observed": "a"}]});
+        let e = compared(&run, &run, &json!({}), "plain", "d").unwrap_err();
+        assert!(matches!(e, ComparedError::Jitter(LosslessError::NoCases { side: "control" })), "{e:?}");
+        assert_eq!(e.to_string(), "control: no `cases` array: not a gauntlet run record");
+        let e = compared(&run, &json!({"suite": {"digest": "s2"}}), &run, "plain", "d").unwrap_err();
+        assert!(
+            matches!(&e, ComparedError::Against { against, source: LosslessError::Suites { .. } } if against == "plain"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "against `plain`: A and B ran different suites (\"s1\" and \"s2\"): their answers cannot be compared"
+        );
     }
 }

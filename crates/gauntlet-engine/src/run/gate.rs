@@ -376,6 +376,35 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// waited for CPUs other processes held is given back to the budget up to this bound, so the suite still ends.
 const BUDGET_STRETCH_MAX: f64 = 3.0;
 
+/// What the health path said to the probe after a timeout (any HTTP answer counts as an answer).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HealthSaid {
+    #[error("{path} answered HTTP {code}")]
+    Answered { path: String, code: u16 },
+    #[error("{path} did not answer ({source})")]
+    Silent {
+        path: String,
+        #[source]
+        source: ClientError,
+    },
+}
+
+/// The server answered no one-token generation after a request timed out: it is hung (or gone).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{health} and a one-token generation got no answer within {} ({source}{})",
+    humantime::format_duration(*.within),
+    .patience.as_deref().map(|l| format!("; {l}")).unwrap_or_default()
+)]
+pub(crate) struct NoAnswer {
+    pub health: HealthSaid,
+    pub within: Duration,
+    #[source]
+    pub source: ClientError,
+    /// What the patience saw of the server's threads while it waited, when it says anything.
+    pub patience: Option<String>,
+}
+
 /// After a request timed out: does the server still answer? Its health path (any HTTP answer) and then a tiny
 /// generation, each under a short deadline (a quarter of the request timeout, 1 to 30 s). Err says what did not
 /// answer.
@@ -386,11 +415,12 @@ pub(crate) async fn still_answers(
     profile: &Profile,
     threads: Threads<'_>,
     cap: Instant,
-) -> Result<(), String> {
+) -> Result<(), NoAnswer> {
     let short = (profile.request_timeout / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    let path = profile.health_path.clone();
     let health = match client.health(&profile.health_path, short).await {
-        Ok(code) => format!("{} answered HTTP {code}", profile.health_path),
-        Err(e) => format!("{} did not answer ({e})", profile.health_path),
+        Ok(code) => HealthSaid::Answered { path, code },
+        Err(source) => HealthSaid::Silent { path, source },
     };
     let probe = serde_json::json!({
         "model": profile.request_model,
@@ -401,11 +431,7 @@ pub(crate) async fn still_answers(
     let mut patience = BusyPatience::new(threads, short, cap);
     match client.chat_patiently(&probe, Instant::now() + short, &mut patience).await {
         Ok(_) => Ok(()),
-        Err(e) => Err(format!(
-            "{health} and a one-token generation got no answer within {} ({e}{})",
-            humantime::format_duration(short),
-            patience.describe().map(|l| format!("; {l}")).unwrap_or_default()
-        )),
+        Err(source) => Err(NoAnswer { health, within: short, source, patience: patience.describe() }),
     }
 }
 
@@ -600,4 +626,42 @@ fn estimate_tokens(a: &Answer) -> u64 {
     let chars = (a.content.chars().count() + a.reasoning.chars().count()) as u64;
     let events = a.timeline.iter().filter(|e| !e.content.is_empty() || !e.reasoning.is_empty()).count() as u64;
     chars.div_ceil(4).max(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No answer after a timeout is `NoAnswer`: what the health path said (an HTTP answer, or none, with its error)
+    /// and the generation's error as its source, in the words of the `hang` finding.
+    #[test]
+    fn a_server_that_answers_no_more_says_what_did_not() {
+        let timeout = ClientError::Timeout { seconds: 2.0, during_body: false };
+        let e = NoAnswer {
+            health: HealthSaid::Answered { path: "/health".into(), code: 200 },
+            within: Duration::from_secs(2),
+            source: timeout.clone(),
+            patience: None,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("/health answered HTTP 200 and a one-token generation got no answer within 2s ({timeout})")
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        let refused = ClientError::Connect { url: "http://h".into(), reason: "refused".into() };
+        let e = NoAnswer {
+            health: HealthSaid::Silent { path: "/health".into(), source: refused.clone() },
+            within: Duration::from_millis(1500),
+            source: timeout.clone(),
+            patience: Some("its threads kept working".into()),
+        };
+        assert!(matches!(&e.health, HealthSaid::Silent { path, .. } if path == "/health"), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "/health did not answer ({refused}) and a one-token generation got no answer within 1s 500ms \
+                 ({timeout}; its threads kept working)"
+            )
+        );
+    }
 }

@@ -62,7 +62,7 @@ pub fn check_lossless(
     let jitter = match crate::compare::lossless::control_jitter(&a, &c) {
         Ok(j) => j,
         Err(e) => {
-            cannot_tell(record, e);
+            cannot_tell(record, e.to_string());
             return Ok(());
         }
     };

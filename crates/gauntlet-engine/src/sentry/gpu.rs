@@ -30,11 +30,63 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// Why a probe cannot say who holds a device, or what the device is. The message names the device or the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// NVML could not be loaded or initialised (kept for the process: the first failure is every query's).
+    #[error("NVML unavailable ({source}): is the NVIDIA driver installed and libnvidia-ml.so visible?")]
+    NvmlUnavailable {
+        #[source]
+        source: std::sync::Arc<nvml_wrapper::error::NvmlError>,
+    },
+    /// NVML has no device at this index.
+    #[error("nvidia:{index}: {source}")]
+    NvidiaDevice {
+        index: u32,
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// NVML cannot list the device's compute processes.
+    #[error("nvidia:{index}: compute processes: {source}")]
+    NvidiaProcesses {
+        index: u32,
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+    /// A KFD sysfs folder or file cannot be read (`path`: the process list, or a GPU node).
+    #[error("{}: {source}", .path.display())]
+    Kfd {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// KFD has no GPU node at this index.
+    #[error("amd:{index}: no such KFD GPU node")]
+    NoKfdNode { index: u32 },
+    /// The fake probe's `unknown` file: its text is the reason.
+    #[error("{0}")]
+    Told(String),
+    /// The fake probe's identity file cannot be read.
+    #[error("{}: {source}", .path.display())]
+    IdentityRead {
+        path: PathBuf,
+        #[source]
+        source: crate::util::bounded::ReadError,
+    },
+    /// The fake probe's identity file is not JSON.
+    #[error("{}: {source}", .path.display())]
+    IdentityJson {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 pub trait Probe {
     /// Every process holding the device; `Err` when it cannot be told (the caller fails closed).
-    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String>;
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, ProbeError>;
     /// Driver, runtime and board facts of the device (warn-only runtime identity).
-    fn identity(&self, device: &Device) -> Result<Value, String>;
+    fn identity(&self, device: &Device) -> Result<Value, ProbeError>;
 }
 
 /// The probe for this machine: the fake directory when `$GAUNTLET_FAKE_GPU` names one, else the real one. The real
@@ -52,11 +104,11 @@ pub fn probe() -> Box<dyn Probe> {
 struct Shared(&'static RealProbe);
 
 impl Probe for Shared {
-    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, ProbeError> {
         self.0.holders(device)
     }
 
-    fn identity(&self, device: &Device) -> Result<Value, String> {
+    fn identity(&self, device: &Device) -> Result<Value, ProbeError> {
         self.0.identity(device)
     }
 }
@@ -68,31 +120,28 @@ fn comm(pid: u32) -> String {
 /// NVML for NVIDIA (one handle, initialised once), sysfs for AMD.
 #[derive(Default)]
 pub struct RealProbe {
-    nvml: std::sync::OnceLock<Result<nvml_wrapper::Nvml, String>>,
+    nvml: std::sync::OnceLock<Result<nvml_wrapper::Nvml, std::sync::Arc<nvml_wrapper::error::NvmlError>>>,
 }
 
 impl RealProbe {
-    fn nvml(&self) -> Result<&nvml_wrapper::Nvml, String> {
+    fn nvml(&self) -> Result<&nvml_wrapper::Nvml, ProbeError> {
         self.nvml
-            .get_or_init(|| {
-                nvml_wrapper::Nvml::init().map_err(|e| {
-                    format!("NVML unavailable ({e}): is the NVIDIA driver installed and libnvidia-ml.so visible?")
-                })
-            })
+            .get_or_init(|| nvml_wrapper::Nvml::init().map_err(std::sync::Arc::new))
             .as_ref()
-            .map_err(Clone::clone)
+            .map_err(|source| ProbeError::NvmlUnavailable { source: source.clone() })
     }
 }
 
 impl Probe for RealProbe {
-    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, ProbeError> {
         match device {
             Device::Cpu => Ok(Vec::new()),
             Device::Nvidia(i) => {
                 let nvml = self.nvml()?;
-                let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
-                let procs =
-                    dev.running_compute_processes().map_err(|e| format!("nvidia:{i}: compute processes: {e}"))?;
+                let dev = nvml.device_by_index(*i).map_err(|source| ProbeError::NvidiaDevice { index: *i, source })?;
+                let procs = dev
+                    .running_compute_processes()
+                    .map_err(|source| ProbeError::NvidiaProcesses { index: *i, source })?;
                 let graphics = dev.running_graphics_processes().unwrap_or_default();
                 Ok(procs
                     .into_iter()
@@ -111,12 +160,12 @@ impl Probe for RealProbe {
         }
     }
 
-    fn identity(&self, device: &Device) -> Result<Value, String> {
+    fn identity(&self, device: &Device) -> Result<Value, ProbeError> {
         match device {
             Device::Cpu => Ok(Value::Null),
             Device::Nvidia(i) => {
                 let nvml = self.nvml()?;
-                let dev = nvml.device_by_index(*i).map_err(|e| format!("nvidia:{i}: {e}"))?;
+                let dev = nvml.device_by_index(*i).map_err(|source| ProbeError::NvidiaDevice { index: *i, source })?;
                 let ok = |r: Result<String, _>| r.ok();
                 Ok(json!({
                     "vendor": "nvidia",
@@ -138,13 +187,13 @@ impl Probe for RealProbe {
 
 /// KFD lists every process with a compute context under `proc/<pid>`; a process's `vram_<gpu_id>` says which
 /// GPU. Without per-GPU files every KFD process counts (fail towards "busy").
-fn kfd_holders(kfd: &Path, index: u32) -> Result<Vec<Holder>, String> {
+fn kfd_holders(kfd: &Path, index: u32) -> Result<Vec<Holder>, ProbeError> {
     let procs = kfd.join("proc");
     let gpu_id = kfd_nodes(kfd).get(index as usize).and_then(|n| read_trim(&n.join("gpu_id")));
     let entries = match std::fs::read_dir(&procs) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && kfd.exists() => return Ok(Vec::new()),
-        Err(e) => return Err(format!("{}: {e}", procs.display())),
+        Err(source) => return Err(ProbeError::Kfd { path: procs, source }),
     };
     let mut out = Vec::new();
     for e in entries.flatten() {
@@ -187,10 +236,12 @@ fn kfd_nodes(kfd: &Path) -> Vec<PathBuf> {
     nodes.into_iter().map(|(_, p)| p).collect()
 }
 
-fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, String> {
-    let node =
-        kfd_nodes(kfd).get(index as usize).cloned().ok_or_else(|| format!("amd:{index}: no such KFD GPU node"))?;
-    let props = std::fs::read_to_string(node.join("properties")).map_err(|e| format!("{}: {e}", node.display()))?;
+fn amd_identity(kfd: &Path, rocm_version: &Path, index: u32) -> Result<Value, ProbeError> {
+    let node = kfd_nodes(kfd).get(index as usize).cloned().ok_or(ProbeError::NoKfdNode { index })?;
+    let props = match std::fs::read_to_string(node.join("properties")) {
+        Ok(props) => props,
+        Err(source) => return Err(ProbeError::Kfd { path: node, source }),
+    };
     let prop = |key: &str| {
         props.lines().find_map(|l| l.strip_prefix(key).and_then(|r| r.strip_prefix(' ')).map(|v| v.trim().to_owned()))
     };
@@ -229,12 +280,12 @@ impl DirProbe {
 }
 
 impl Probe for DirProbe {
-    fn holders(&self, device: &Device) -> Result<Vec<Holder>, String> {
+    fn holders(&self, device: &Device) -> Result<Vec<Holder>, ProbeError> {
         if !device.is_gpu() {
             return Ok(Vec::new());
         }
         if let Some(why) = read_trim(&self.dir.join("unknown")) {
-            return Err(why);
+            return Err(ProbeError::Told(why));
         }
         let per_device = self.device_dir(device).join("holders");
         let mut out: Vec<Holder> = [self.dir.join("holders"), per_device]
@@ -258,24 +309,26 @@ impl Probe for DirProbe {
         Ok(out)
     }
 
-    fn identity(&self, device: &Device) -> Result<Value, String> {
+    fn identity(&self, device: &Device) -> Result<Value, ProbeError> {
         if !device.is_gpu() {
             return Ok(Value::Null);
         }
         let own = self.device_dir(device).join("identity.json");
         let path = if own.is_file() { own } else { self.dir.join("identity.json") };
-        let text = crate::util::bounded::read_text(&path, crate::util::bounded::SMALL_CAP)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = match crate::util::bounded::read_text(&path, crate::util::bounded::SMALL_CAP) {
+            Ok(text) => text,
+            Err(source) => return Err(ProbeError::IdentityRead { path, source }),
+        };
+        serde_json::from_str(&text).map_err(|source| ProbeError::IdentityJson { path, source })
     }
 }
 
 /// How the wait for a free GPU ended.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Wait {
     Free { waited: Duration, seen: Vec<Holder> },
     Busy { waited: Duration, holders: Vec<Holder> },
-    Unknown(String),
+    Unknown(ProbeError),
 }
 
 /// Polls until no process other than our own and those in `exclude` (the server under test) holds the device, for
@@ -321,16 +374,40 @@ pub fn lock_dir() -> PathBuf {
     })
 }
 
-pub fn lock_device(dir: &Path, device: &Device, limit: Duration) -> Result<HostLock, String> {
+/// Why the host lock of a device was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// The lock folder cannot be made.
+    #[error("{}: {source}", .dir.display())]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The lock file cannot be opened.
+    #[error("{}: {source}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another gauntlet held it for longer than the limit.
+    #[error(
+        "another gauntlet holds {device} (lock {}) for longer than {}",
+        .path.display(),
+        humantime::format_duration(*.limit)
+    )]
+    Held { device: String, path: PathBuf, limit: Duration },
+}
+
+pub fn lock_device(dir: &Path, device: &Device, limit: Duration) -> Result<HostLock, LockError> {
     use std::os::fd::AsRawFd;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| LockError::Dir { dir: dir.to_owned(), source })?;
     let path = dir.join(format!("gpu-{}.lock", device.label().replace(':', "-")));
-    let file = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = match std::fs::File::options().create(true).truncate(false).write(true).open(&path) {
+        Ok(file) => file,
+        Err(source) => return Err(LockError::File { path, source }),
+    };
     let deadline = Instant::now() + limit;
     loop {
         // SAFETY: flock on an owned, open descriptor.
@@ -338,12 +415,7 @@ pub fn lock_device(dir: &Path, device: &Device, limit: Duration) -> Result<HostL
             return Ok(HostLock { _file: file, path });
         }
         if Instant::now() >= deadline {
-            return Err(format!(
-                "another gauntlet holds {} (lock {}) for longer than {}",
-                device.label(),
-                path.display(),
-                humantime::format_duration(limit)
-            ));
+            return Err(LockError::Held { device: device.label(), path, limit });
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -386,4 +458,89 @@ pub fn cpu_identity(cpuinfo: &str) -> Value {
         "numeric_flags": flags,
         "logical_cpus": cpuinfo.lines().filter(|l| l.starts_with("processor")).count(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each way a probe cannot tell is its variant, with the device or the path, and says what it said as words.
+    #[test]
+    fn a_probe_that_cannot_tell_is_the_variant_of_why() {
+        use nvml_wrapper::error::NvmlError;
+        let e = ProbeError::NvmlUnavailable { source: std::sync::Arc::new(NvmlError::LibraryNotFound) };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "NVML unavailable ({}): is the NVIDIA driver installed and libnvidia-ml.so visible?",
+                NvmlError::LibraryNotFound
+            )
+        );
+        let e = ProbeError::NvidiaDevice { index: 3, source: NvmlError::NotFound };
+        assert_eq!(e.to_string(), format!("nvidia:3: {}", NvmlError::NotFound));
+        let e = ProbeError::NvidiaProcesses { index: 1, source: NvmlError::NoPermission };
+        assert_eq!(e.to_string(), format!("nvidia:1: compute processes: {}", NvmlError::NoPermission));
+
+        // KFD: a process list that is no folder, and no GPU node at the index.
+        let kfd = tempfile::tempdir().unwrap();
+        std::fs::write(kfd.path().join("proc"), b"").unwrap();
+        let e = kfd_holders(kfd.path(), 0).unwrap_err();
+        let procs = kfd.path().join("proc");
+        assert!(matches!(&e, ProbeError::Kfd { path, .. } if *path == procs), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", procs.display())), "{e}");
+        let e = amd_identity(kfd.path(), Path::new("/nonexistent"), 2).unwrap_err();
+        assert!(matches!(e, ProbeError::NoKfdNode { index: 2 }), "{e:?}");
+        assert_eq!(e.to_string(), "amd:2: no such KFD GPU node");
+        let node = kfd.path().join("topology/nodes/1");
+        std::fs::create_dir_all(&node).unwrap();
+        std::fs::write(node.join("gpu_id"), "4660").unwrap();
+        let e = amd_identity(kfd.path(), Path::new("/nonexistent"), 0).unwrap_err();
+        assert!(matches!(&e, ProbeError::Kfd { path, .. } if *path == node), "{e:?}");
+
+        // The fake probe: told why, an identity file missing, one that is not JSON.
+        let dir = tempfile::tempdir().unwrap();
+        let probe = DirProbe { dir: dir.path().to_owned() };
+        let gpu = Device::Nvidia(0);
+        let e = probe.identity(&gpu).unwrap_err();
+        let path = dir.path().join("identity.json");
+        assert!(matches!(&e, ProbeError::IdentityRead { path: p, .. } if *p == path), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", path.display())), "{e}");
+        std::fs::write(&path, "{").unwrap();
+        let e = probe.identity(&gpu).unwrap_err();
+        assert!(matches!(&e, ProbeError::IdentityJson { path: p, .. } if *p == path), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", path.display())), "{e}");
+        std::fs::write(dir.path().join("unknown"), "NVML: insufficient permissions\n").unwrap();
+        let e = probe.holders(&gpu).unwrap_err();
+        assert!(matches!(&e, ProbeError::Told(why) if why == "NVML: insufficient permissions"), "{e:?}");
+        assert_eq!(e.to_string(), "NVML: insufficient permissions");
+    }
+
+    /// A lock folder that cannot be made, a lock file that cannot be opened and a lock held past the limit are each
+    /// their variant, with the path.
+    #[test]
+    fn a_lock_not_taken_is_the_variant_of_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        let gpu = Device::Nvidia(0);
+        let e = lock_device(&file.join("locks"), &gpu, Duration::ZERO).err().unwrap();
+        assert!(matches!(&e, LockError::Dir { dir, .. } if *dir == file.join("locks")), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", file.join("locks").display())), "{e}");
+        let path = dir.path().join("gpu-nvidia-0.lock");
+        std::fs::create_dir(&path).unwrap();
+        let e = lock_device(dir.path(), &gpu, Duration::ZERO).err().unwrap();
+        assert!(matches!(&e, LockError::File { path: p, .. } if *p == path), "{e:?}");
+        std::fs::remove_dir(&path).unwrap();
+        let _held = lock_device(dir.path(), &gpu, Duration::ZERO).unwrap();
+        let e = lock_device(dir.path(), &gpu, Duration::from_millis(150)).err().unwrap();
+        assert!(
+            matches!(&e, LockError::Held { device, path: p, limit } if device == "nvidia:0" && *p == path
+                && *limit == Duration::from_millis(150)),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("another gauntlet holds nvidia:0 (lock {}) for longer than 150ms", path.display())
+        );
+    }
 }

@@ -9,15 +9,35 @@ use gauntlet_schema::{Finding, FindingKind, KernelHit, KernelLogState, SentryRec
 use kmsg::Observed;
 use patterns::{Class, Match, Patterns};
 
+/// Why the kernel log cannot be read: the run is blind.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelLogError {
+    /// `$GAUNTLET_KMSG_FILE` names a file that cannot be opened.
+    #[error("{}: {source}", .path.display())]
+    File {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `/dev/kmsg` is refused.
+    #[error(transparent)]
+    Dev(#[from] kmsg::DevKmsgError),
+}
+
 /// Opens the kernel log and drains what it already holds: `/dev/kmsg`, or the file `$GAUNTLET_KMSG_FILE` names
 /// (tests). `Err` says why the run is blind.
-pub fn open_kernel_log() -> Result<kmsg::Bracket, String> {
-    let source: Box<dyn kmsg::Source> = match std::env::var_os("GAUNTLET_KMSG_FILE").filter(|v| !v.is_empty()) {
-        Some(path) => Box::new(
-            kmsg::FileSource::open(std::path::Path::new(&path)).map_err(|e| format!("{}: {e}", path.display()))?,
-        ),
-        // The session keeps the reason as words (`Result<Bracket, String>`), so it is composed here.
-        None => Box::new(kmsg::DevKmsg::open().map_err(|e| e.to_string())?),
+pub fn open_kernel_log() -> Result<kmsg::Bracket, KernelLogError> {
+    open_kernel_log_from(std::env::var_os("GAUNTLET_KMSG_FILE").filter(|v| !v.is_empty()).map(Into::into))
+}
+
+/// [`open_kernel_log`], with the stand-in file (if any) given.
+fn open_kernel_log_from(file: Option<std::path::PathBuf>) -> Result<kmsg::Bracket, KernelLogError> {
+    let source: Box<dyn kmsg::Source> = match file {
+        Some(path) => match kmsg::FileSource::open(&path) {
+            Ok(file) => Box::new(file),
+            Err(source) => return Err(KernelLogError::File { path, source }),
+        },
+        None => Box::new(kmsg::DevKmsg::open()?),
     };
     Ok(kmsg::Bracket::start(source, std::path::Path::new("/proc/sys/kernel/random/boot_id")))
 }
@@ -195,4 +215,25 @@ fn with_device(m: &Match, r: &kmsg::Record) -> Match {
         m.bdf = r.pci_device().map(patterns::normalise_bdf);
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in file that cannot be opened is `File` with its path; a refused `/dev/kmsg` is its own error,
+    /// word for word.
+    #[test]
+    fn a_blind_kernel_log_is_the_variant_of_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let absent = dir.path().join("kmsg");
+        let e = open_kernel_log_from(Some(absent.clone())).err().unwrap();
+        assert!(matches!(&e, KernelLogError::File { path, .. } if *path == absent), "{e:?}");
+        assert!(e.to_string().starts_with(&format!("{}: ", absent.display())), "{e}");
+        let dev = kmsg::DevKmsgError::NotTheDevice { path: "/dev/null".into(), major: 1, minor: 3 };
+        let words = dev.to_string();
+        let e = KernelLogError::from(dev);
+        assert!(matches!(e, KernelLogError::Dev(kmsg::DevKmsgError::NotTheDevice { major: 1, minor: 3, .. })));
+        assert_eq!(e.to_string(), words);
+    }
 }

@@ -11,7 +11,7 @@ pub use cgroup::{CgroupError, HierarchyError, availability as cgroup_availabilit
 pub use group::{ExpectedChild, group_members, process_tree, spawn_expected};
 pub use port_owner::{PortOwnerError, server_pids};
 pub use process::{
-    Leftover, Leftovers, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
+    Leftover, Leftovers, PortTaken, ServerProcess, SpawnError, StopOutcome, check_port_free, describe_exit, log_tail,
     server_environment,
 };
 pub use signals::install as install_signal_forwarding;

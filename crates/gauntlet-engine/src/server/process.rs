@@ -24,6 +24,7 @@ use crate::manifest::SpawnSpec;
 
 use super::cgroup::{Cgroup, CgroupError};
 use super::group::{self, MARKER_VAR, escaped_members, group_members, signal_group};
+use super::port_owner::PortOwnerError;
 use super::signals;
 
 /// How long the stop waits for killed leftovers to vanish: killed processes go in milliseconds; one in
@@ -145,6 +146,34 @@ pub fn check_port_free(host: &str, port: u16) -> Result<(), SpawnError> {
         }
         Err(source) => Err(SpawnError::PortCheck { host: host.to_owned(), port, source }),
     }
+}
+
+/// A process gauntlet did not start listens on the spawned server's port: what answered there may not be the server
+/// under test.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "port {port} is held by a process that gauntlet did not start ({}){}; the server it spawned (pid {spawned}) {}",
+    named(.foreign),
+    if *.beside { " beside the spawned server" } else { "" },
+    if *.beside {
+        "shares the port with it, so an answer there may come from either"
+    } else {
+        "does not listen there, so what answered was not the server under test"
+    }
+)]
+pub struct PortTaken {
+    pub port: u16,
+    /// The foreign listeners: pid and command line.
+    pub foreign: Vec<(u32, String)>,
+    /// The spawned server listens there too (`SO_REUSEPORT`).
+    pub beside: bool,
+    /// The spawned server's pid (its process group's).
+    pub spawned: i32,
+}
+
+/// `pid 12 `cmd``, comma-separated.
+fn named(foreign: &[(u32, String)]) -> String {
+    foreign.iter().map(|(pid, cmd)| format!("pid {pid} `{cmd}`")).collect::<Vec<_>>().join(", ")
 }
 
 impl ServerProcess {
@@ -394,33 +423,22 @@ impl ServerProcess {
     /// `SO_REUSEPORT` beside it), and a health probe cannot tell who answered. Ok(None): every listener is ours.
     /// Ok(Some(why)): the listeners cannot be told (no socket visible in /proc/net, or its holder in another PID
     /// namespace), which proves nothing either way. Err: a listener that is not this spawn's, named.
-    pub fn owns_listener(&self, port: u16) -> Result<Option<String>, String> {
+    pub fn owns_listener(&self, port: u16) -> Result<Option<PortOwnerError>, PortTaken> {
         let pids = match super::port_owner::listening_pids(port) {
             Ok(pids) => pids,
-            // The session records this reason as words (session/ holds it as a String).
-            Err(why) => return Ok(Some(why.to_string())),
+            Err(why) => return Ok(Some(why)),
         };
         let ours = self.members();
-        let foreign: Vec<String> = pids
+        let foreign: Vec<(u32, String)> = pids
             .iter()
             .filter(|p| !ours.contains(&(**p as i32)))
-            .map(|p| format!("pid {p} `{}`", group::command_line(*p as i32)))
+            .map(|p| (*p, group::command_line(*p as i32)))
             .collect();
         if foreign.is_empty() {
             return Ok(None);
         }
-        let ours_listen = pids.iter().any(|p| ours.contains(&(*p as i32)));
-        Err(format!(
-            "port {port} is held by a process that gauntlet did not start ({}){}; the server it spawned (pid {}) {}",
-            foreign.join(", "),
-            if ours_listen { " beside the spawned server" } else { "" },
-            self.pgid,
-            if ours_listen {
-                "shares the port with it, so an answer there may come from either"
-            } else {
-                "does not listen there, so what answered was not the server under test"
-            }
-        ))
+        let beside = pids.iter().any(|p| ours.contains(&(*p as i32)));
+        Err(PortTaken { port, foreign, beside, spawned: self.pgid })
     }
 
     /// What the server's process group has spent until now (see [`gauntlet_schema::LoadCpu`]); None when /proc
@@ -536,5 +554,28 @@ pub fn describe_exit(status: ExitStatus) -> String {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(sig)) => format!("signal {sig}"),
         _ => "unknown status".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A foreign listener is `PortTaken` with the pids, whether the spawn listens beside it, and the words the
+    /// readiness finding has always had.
+    #[test]
+    fn a_taken_port_names_its_holders_as_before() {
+        let e = PortTaken { port: 8000, foreign: vec![(12, "nc -l 8000".into())], beside: false, spawned: 40 };
+        assert_eq!(
+            e.to_string(),
+            "port 8000 is held by a process that gauntlet did not start (pid 12 `nc -l 8000`); the server it spawned \
+             (pid 40) does not listen there, so what answered was not the server under test"
+        );
+        let e = PortTaken { port: 9, foreign: vec![(1, "a".into()), (2, "b c".into())], beside: true, spawned: 3 };
+        assert_eq!(
+            e.to_string(),
+            "port 9 is held by a process that gauntlet did not start (pid 1 `a`, pid 2 `b c`) beside the spawned \
+             server; the server it spawned (pid 3) shares the port with it, so an answer there may come from either"
+        );
     }
 }

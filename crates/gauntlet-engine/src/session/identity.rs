@@ -15,7 +15,7 @@ pub fn compute_identity(profile: &Profile, home: &Path) -> Result<Identity, Iden
     let cpu = crate::sentry::gpu::cpu_identity(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
     let gpu = match crate::sentry::gpu::probe().identity(&profile.device) {
         Ok(v) => v,
-        Err(e) => json!({"error": e}),
+        Err(e) => json!({"error": e.to_string()}),
     };
     // An unreadable binary has no digest; the server's spawn (or its build) then says why.
     let build = match &profile.target {

@@ -45,6 +45,25 @@ enum Role {
     Gauge,
 }
 
+/// Why a scrape gave no snapshot; recorded as words in the record's `error`, and never fails the run.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// The parser refused the body; `first` is its first complaint, cleaned.
+    #[error("not Prometheus text: {first}")]
+    NotPrometheus { first: String },
+    /// A sample's value is not a number (cleaned).
+    #[error("`{value}`: not a number")]
+    NotANumber { value: String },
+    /// The GET failed (no answer, a status, too large). Its words are cleaned and redacted, as they reach reports.
+    #[error("{}", said(.0))]
+    Request(#[source] crate::client::ClientError),
+}
+
+/// A failed request's words as a record keeps them: control characters dropped, cut, secrets redacted.
+fn said(e: &crate::client::ClientError) -> String {
+    crate::util::redact::text(&clean(&e.to_string())).into_owned()
+}
+
 /// One parsed scrape.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -55,7 +74,7 @@ pub struct Snapshot {
 
 /// Prometheus text → the series kept. Buckets and quantiles are left out (their `_sum` and `_count` say enough
 /// for a delta); a value that is not a number is an error like any other malformed line.
-pub fn parse(text: &str) -> Result<Snapshot, String> {
+pub fn parse(text: &str) -> Result<Snapshot, MetricsError> {
     let (metrics, error) = prom_text_format_parser::parse_scrape(text);
     if let Some(e) = error {
         let first = match e {
@@ -64,7 +83,7 @@ pub fn parse(text: &str) -> Result<Snapshot, String> {
                 errors.first().map(|m| format!("line {}: {}", m.line_no.start + 1, m.error)).unwrap_or_default()
             }
         };
-        return Err(format!("not Prometheus text: {}", clean(&first)));
+        return Err(MetricsError::NotPrometheus { first: clean(&first) });
     }
     let mut snap = Snapshot::default();
     for m in metrics {
@@ -78,7 +97,7 @@ pub fn parse(text: &str) -> Result<Snapshot, String> {
                 (Type::Gauge | Type::Untyped, _) => (Role::Gauge, ""),
             };
             let raw = s.value.value.as_str();
-            let value: f64 = raw.parse().map_err(|_| format!("`{}`: not a number", clean(raw)))?;
+            let value: f64 = raw.parse().map_err(|_| MetricsError::NotANumber { value: clean(raw) })?;
             if snap.series.len() >= MAX_SERIES {
                 snap.dropped += 1;
                 continue;
@@ -91,19 +110,19 @@ pub fn parse(text: &str) -> Result<Snapshot, String> {
 }
 
 /// GET `path` and parse it: the snapshot, or why not; and the seconds it took.
-pub async fn scrape(client: &Client, path: &str) -> (Result<Snapshot, String>, f64) {
+pub async fn scrape(client: &Client, path: &str) -> (Result<Snapshot, MetricsError>, f64) {
     let at = Instant::now();
     let got = match client.get_text(path, SCRAPE_TIMEOUT, MAX_BODY).await {
         Ok(body) => parse(&body),
-        Err(e) => Err(crate::util::redact::text(&clean(&e.to_string())).into_owned()),
+        Err(e) => Err(MetricsError::Request(e)),
     };
     (got, at.elapsed().as_secs_f64())
 }
 
-fn outcome(got: &Result<Snapshot, String>, seconds: f64) -> Scrape {
+fn outcome(got: &Result<Snapshot, MetricsError>, seconds: f64) -> Scrape {
     match got {
         Ok(s) => Scrape { ok: true, samples: s.samples, seconds, error: None },
-        Err(e) => Scrape { ok: false, samples: 0, seconds, error: Some(e.clone()) },
+        Err(e) => Scrape { ok: false, samples: 0, seconds, error: Some(e.to_string()) },
     }
 }
 
@@ -111,8 +130,8 @@ fn outcome(got: &Result<Snapshot, String>, seconds: f64) -> Scrape {
 /// of every kind whose series are there (the names carry the engine's prefix, so they never clash).
 pub fn compare(
     path: &str,
-    before: (Result<Snapshot, String>, f64),
-    after: (Result<Snapshot, String>, f64),
+    before: (Result<Snapshot, MetricsError>, f64),
+    after: (Result<Snapshot, MetricsError>, f64),
 ) -> ServerMetrics {
     let mut out = ServerMetrics {
         path: path.to_owned(),
@@ -201,7 +220,7 @@ pub fn non_finite_finding(m: &ServerMetrics) -> Option<gauntlet_schema::Finding>
 /// The scrape before a run, kept until the one after it.
 pub struct MetricsProbe {
     path: String,
-    before: Option<(Result<Snapshot, String>, f64)>,
+    before: Option<(Result<Snapshot, MetricsError>, f64)>,
 }
 
 impl MetricsProbe {
@@ -279,11 +298,37 @@ mod tests {
 
     #[test]
     fn malformed_text_and_failed_scrapes_are_notes() {
-        assert!(parse("<html>not metrics</html>").unwrap_err().starts_with("not Prometheus text"));
+        assert!(parse("<html>not metrics</html>").unwrap_err().to_string().starts_with("not Prometheus text"));
         assert!(parse("# TYPE x counter\nx abc\n").is_err());
-        let m = compare("/metrics", (Err("HTTP 404".into()), 0.1), (parse(BEFORE), 0.0));
+        let status =
+            crate::client::ClientError::Status { status: 404, url: "http://h/metrics".into(), body: String::new() };
+        let m = compare("/metrics", (Err(MetricsError::Request(status)), 0.1), (parse(BEFORE), 0.0));
         assert!(!m.before.ok && m.after.ok && m.counters.is_empty() && m.key.is_empty(), "{m:?}");
-        assert_eq!(m.before.error.as_deref(), Some("HTTP 404"));
+        assert!(m.before.error.as_deref().is_some_and(|e| e.contains("404")), "{m:?}");
+    }
+
+    /// A body the parser refuses, a value that is no number and a failed request are each their variant, and the
+    /// record keeps the words it kept before (the request's cleaned).
+    #[test]
+    fn a_scrape_without_a_snapshot_is_the_variant_of_why() {
+        let e = parse("<html>not metrics</html>").unwrap_err();
+        assert!(matches!(&e, MetricsError::NotPrometheus { first } if !first.is_empty()), "{e:?}");
+        let MetricsError::NotPrometheus { first } = &e else { unreachable!() };
+        assert_eq!(e.to_string(), format!("not Prometheus text: {first}"));
+        // The parser refuses a value that is no number itself; `NotANumber` is the guard behind it.
+        assert!(matches!(parse("# TYPE x counter\nx abc\n"), Err(MetricsError::NotPrometheus { .. })));
+        let e = MetricsError::NotANumber { value: clean("ab\u{7}c") };
+        assert_eq!(e.to_string(), "`abc`: not a number");
+        let status = crate::client::ClientError::Status {
+            status: 500,
+            url: "http://h/metrics".into(),
+            body: "line\u{1b}[31m one".into(),
+        };
+        let e = MetricsError::Request(status.clone());
+        assert!(matches!(&e, MetricsError::Request(crate::client::ClientError::Status { status: 500, .. })), "{e:?}");
+        assert_eq!(e.to_string(), clean(&status.to_string()));
+        assert!(!e.to_string().contains('\u{1b}'));
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]

@@ -110,11 +110,15 @@ pub enum SessionError {
     #[error("cannot create output directory `{path}`: {source}")]
     Out { path: PathBuf, source: std::io::Error },
     /// Someone else still holds the GPU after the wait: the run is skipped, not failed.
-    #[error("{0}")]
-    GpuBusy(String),
+    #[error(transparent)]
+    GpuBusy(#[from] GpuBusy),
     /// Whether the GPU is free cannot be told: fail closed rather than measure on a shared device.
-    #[error("{0}")]
-    GpuUnknown(String),
+    #[error("cannot tell whether {device} is free: {source}")]
+    GpuUnknown {
+        device: String,
+        #[source]
+        source: gpu::ProbeError,
+    },
     /// The build ran past its cap and was stopped: infrastructure, the run is skipped.
     #[error("{0}")]
     BuildTimeout(String),
@@ -127,6 +131,38 @@ pub enum SessionError {
     /// The server serves several models and the profile names none: bad input (exit 2), the models listed.
     #[error("{0}")]
     AmbiguousModel(String),
+}
+
+/// Why the GPU was not had: another gauntlet kept the host lock, or another process still held the device after the
+/// wait.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuBusy {
+    #[error(transparent)]
+    Locked(#[from] gpu::LockError),
+    #[error("{device} is still in use after {:.0}s: {}", .waited.as_secs_f64(), listed(.holders))]
+    Held { device: String, waited: Duration, holders: Vec<gpu::Holder> },
+}
+
+/// The holders, as a message lists them.
+fn listed(holders: &[gpu::Holder]) -> String {
+    holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Why [`Session::restart`] did not bring the server back.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("attached: gauntlet did not start this server, so it does not restart it")]
+    Attached,
+    #[error("the server was never started")]
+    NeverStarted,
+    /// The stop before the restart was not a clean SIGTERM exit (`killed`, `stuck`, `crashed`).
+    #[error("the server did not stop cleanly for the restart ({stop})")]
+    Unclean { stop: gauntlet_schema::StopOutcome },
+    #[error("the restart failed: {0}")]
+    Spawn(#[source] SpawnError),
+    /// The restarted server did not become ready; the reason is readiness's, as its finding says it.
+    #[error("after the restart: {reason}")]
+    NotReady { reason: String },
 }
 
 impl From<BuildError> for SessionError {
@@ -219,7 +255,7 @@ pub struct Session {
     attached_listeners: std::sync::OnceLock<Vec<i32>>,
     /// The scrape of the server's `/metrics` before the run, where the profile has a metrics path.
     metrics: Option<metrics::MetricsProbe>,
-    bracket: Option<Result<crate::sentry::kmsg::Bracket, String>>,
+    bracket: Option<Result<crate::sentry::kmsg::Bracket, crate::sentry::KernelLogError>>,
     probe: Box<dyn gpu::Probe>,
     _lock: Option<gpu::HostLock>,
 }
@@ -478,7 +514,7 @@ impl Session {
     /// Stops the spawned server (SIGTERM, as at the end of a run) and starts it again with the same command, its
     /// output in `log_path`, then waits for readiness under the load timeout: the same lifecycle, its events and
     /// findings in this session's. Returns the new load time. An attached server is not gauntlet's to restart.
-    pub async fn restart(&mut self, profile: &Profile, log_path: &Path) -> Result<f64, String> {
+    pub async fn restart(&mut self, profile: &Profile, log_path: &Path) -> Result<f64, RestartError> {
         self.restart_after(profile, log_path, || ()).await
     }
 
@@ -489,23 +525,23 @@ impl Session {
         profile: &Profile,
         log_path: &Path,
         while_stopped: impl FnOnce(),
-    ) -> Result<f64, String> {
-        let Target::Spawn(spec) = &profile.target else {
-            return Err("attached: gauntlet did not start this server, so it does not restart it".into());
-        };
-        let Some(p) = self.process.as_mut() else { return Err("the server was never started".into()) };
+    ) -> Result<f64, RestartError> {
+        let Target::Spawn(spec) = &profile.target else { return Err(RestartError::Attached) };
+        let Some(p) = self.process.as_mut() else { return Err(RestartError::NeverStarted) };
         let loaded = self.load.is_ok();
         let stop = steps::stop_server(p, profile.stop_grace, false, loaded, &mut self.life);
         if stop != gauntlet_schema::StopOutcome::Terminated {
-            return Err(format!("the server did not stop cleanly for the restart ({stop})"));
+            return Err(RestartError::Unclean { stop });
         }
         while_stopped();
-        let p = ServerProcess::spawn(spec, log_path).map_err(|e| format!("the restart failed: {e}"))?;
+        let p = ServerProcess::spawn(spec, log_path).map_err(RestartError::Spawn)?;
         self.life.event("restarted", format!("pid {} (output in {})", p.pid(), log_path.display()));
         self.process = Some(p);
         match steps::wait_ready(&self.client, profile, self.process.as_mut(), &mut self.life).await {
             Ok(r) => Ok(r.seconds.unwrap_or(0.0)),
-            Err(steps::NotReady::Failed(e) | steps::NotReady::Ambiguous(e)) => Err(format!("after the restart: {e}")),
+            Err(steps::NotReady::Failed(reason) | steps::NotReady::Ambiguous(reason)) => {
+                Err(RestartError::NotReady { reason })
+            }
         }
     }
 
@@ -581,7 +617,7 @@ pub fn build_only(profile: &Profile, out_dir: &Path) -> Result<Option<BuildOutco
 
 /// Doctor's view of the device through the session's checks: holders other than gauntlet and the attached
 /// server under test.
-pub fn other_holders(profile: &Profile, probe: &dyn gpu::Probe) -> Result<Vec<gpu::Holder>, String> {
+pub fn other_holders(profile: &Profile, probe: &dyn gpu::Probe) -> Result<Vec<gpu::Holder>, gpu::ProbeError> {
     let exclude = match &profile.target {
         Target::Attach(a) => server_pids(&a.base_url).unwrap_or_default(),
         Target::Spawn(_) => Vec::new(),
@@ -613,4 +649,66 @@ fn transport(a: &crate::manifest::AttachSpec) -> Result<crate::client::Transport
         headers.push((name.clone(), value));
     }
     Ok(crate::client::Transport { ca_pem, headers })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GPU not had is `GpuBusy` (the host lock's own words, or who held it how long) or `GpuUnknown` (with the
+    /// probe's reason kept as its source).
+    #[test]
+    fn a_gpu_not_had_is_the_variant_of_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = gpu::Device::Nvidia(0);
+        let _held = gpu::lock_device(dir.path(), &gpu, Duration::ZERO).unwrap();
+        let lock = gpu::lock_device(dir.path(), &gpu, Duration::ZERO).err().unwrap();
+        let words = lock.to_string();
+        let e = SessionError::from(GpuBusy::from(lock));
+        assert!(matches!(&e, SessionError::GpuBusy(GpuBusy::Locked(gpu::LockError::Held { .. }))), "{e:?}");
+        assert_eq!(e.to_string(), words);
+        let holders = vec![
+            gpu::Holder { pid: 4242, name: "python3".into(), memory_bytes: Some(3 << 20) },
+            gpu::Holder { pid: 7, name: String::new(), memory_bytes: None },
+        ];
+        let e = SessionError::from(GpuBusy::Held {
+            device: "nvidia:0".into(),
+            waited: Duration::from_millis(30_400),
+            holders,
+        });
+        assert!(matches!(&e, SessionError::GpuBusy(GpuBusy::Held { holders, .. }) if holders.len() == 2), "{e:?}");
+        assert_eq!(e.to_string(), "nvidia:0 is still in use after 30s: pid 4242 (python3) 3 MiB, pid 7 (?)");
+        let e = SessionError::GpuUnknown {
+            device: "amd:1".into(),
+            source: gpu::ProbeError::Told("NVML: insufficient permissions".into()),
+        };
+        assert!(
+            matches!(&e, SessionError::GpuUnknown { device, source: gpu::ProbeError::Told(_) } if device == "amd:1")
+        );
+        assert_eq!(e.to_string(), "cannot tell whether amd:1 is free: NVML: insufficient permissions");
+        assert!(std::error::Error::source(&e).is_some());
+    }
+
+    /// Each way a restart fails is its variant, and says it as before.
+    #[test]
+    fn a_restart_that_fails_is_the_variant_of_why() {
+        let said = |e: RestartError| e.to_string();
+        assert_eq!(
+            said(RestartError::Attached),
+            "attached: gauntlet did not start this server, so it does not restart it"
+        );
+        assert_eq!(said(RestartError::NeverStarted), "the server was never started");
+        assert_eq!(
+            said(RestartError::Unclean { stop: gauntlet_schema::StopOutcome::Killed }),
+            "the server did not stop cleanly for the restart (killed)"
+        );
+        let spawn = SpawnError::PortInUse { host: "127.0.0.1".into(), port: 8000 };
+        let words = format!("the restart failed: {spawn}");
+        let e = RestartError::Spawn(spawn);
+        assert!(matches!(&e, RestartError::Spawn(SpawnError::PortInUse { port: 8000, .. })), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(said(e), words);
+        let e = RestartError::NotReady { reason: "server exited during load (exit code 1)".into() };
+        assert_eq!(said(e), "after the restart: server exited during load (exit code 1)");
+    }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use gauntlet_schema::{Finding, FindingKind, Severity, StopOutcome as Stop};
 use serde_json::{Value, json};
 
-use super::{KERNEL_LOG_GRACE, Lifecycle, Reporter, RunEvent, SessionError};
+use super::{GpuBusy, KERNEL_LOG_GRACE, Lifecycle, Reporter, RunEvent, SessionError};
 use crate::client::{Client, ClientError};
 use crate::manifest::{Profile, Target};
 use crate::sentry::{Ours, gpu};
@@ -22,9 +22,10 @@ pub(super) fn kernel_verdict(
     profile: &Profile,
     process: Option<&ServerProcess>,
     runtime: &Value,
-    bracket: Result<crate::sentry::kmsg::Bracket, String>,
+    bracket: Result<crate::sentry::kmsg::Bracket, crate::sentry::KernelLogError>,
 ) -> (gauntlet_schema::SentryRecord, Vec<Finding>) {
-    let observed = bracket.map(|b| b.finish(KERNEL_LOG_GRACE));
+    // The record keeps why the run was blind as words.
+    let observed = bracket.map(|b| b.finish(KERNEL_LOG_GRACE)).map_err(|e| e.to_string());
     let ours = Ours {
         pids: process.map(|p| vec![p.pid()]).unwrap_or_default(),
         names: match &profile.target {
@@ -55,7 +56,7 @@ pub(super) fn claim_device(
     }
     let label = profile.device.label();
     let lock = if profile.gpu_lock {
-        Some(gpu::lock_device(&gpu::lock_dir(), &profile.device, profile.busy_wait).map_err(SessionError::GpuBusy)?)
+        Some(gpu::lock_device(&gpu::lock_dir(), &profile.device, profile.busy_wait).map_err(GpuBusy::Locked)?)
     } else {
         None
     };
@@ -67,12 +68,8 @@ pub(super) fn claim_device(
             }
             Ok((lock, Some((waited.as_secs_f64(), seen.iter().map(ToString::to_string).collect()))))
         }
-        gpu::Wait::Busy { waited, holders } => Err(SessionError::GpuBusy(format!(
-            "{label} is still in use after {:.0}s: {}",
-            waited.as_secs_f64(),
-            holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
-        ))),
-        gpu::Wait::Unknown(why) => Err(SessionError::GpuUnknown(format!("cannot tell whether {label} is free: {why}"))),
+        gpu::Wait::Busy { waited, holders } => Err(GpuBusy::Held { device: label, waited, holders }.into()),
+        gpu::Wait::Unknown(source) => Err(SessionError::GpuUnknown { device: label, source }),
     }
 }
 
@@ -270,6 +267,7 @@ pub(super) async fn wait_ready(
             && let (Some(p), crate::manifest::Target::Spawn(spec)) = (process.as_deref(), &profile.target)
             && let Err(why) = p.owns_listener(spec.port)
         {
+            let why = why.to_string();
             life.event("port-taken", why.clone());
             life.finding(FindingKind::NeverLoaded, Severity::Fail, why.clone(), None);
             return Err(NotReady::Failed(why));
@@ -289,11 +287,12 @@ pub(super) async fn wait_ready(
                     if let (Some(p), crate::manifest::Target::Spawn(spec)) = (process.as_deref(), &profile.target) {
                         match p.owns_listener(spec.port) {
                             Err(why) => {
+                                let why = why.to_string();
                                 life.event("port-taken", why.clone());
                                 life.finding(FindingKind::NeverLoaded, Severity::Fail, why.clone(), None);
                                 return Err(NotReady::Failed(why));
                             }
-                            Ok(Some(why)) => life.event("port-owner-unknown", why),
+                            Ok(Some(why)) => life.event("port-owner-unknown", why.to_string()),
                             Ok(None) => {}
                         }
                     }

@@ -1,6 +1,6 @@
 //! `compare A B`: losslessness per case, with and without a control run.
 
-use gauntlet_engine::compare::lossless::lossless;
+use gauntlet_engine::compare::lossless::{LosslessError, lossless};
 use serde_json::{Value, json};
 
 fn run(answers: &[(&str, Option<&str>)]) -> Value {
@@ -66,9 +66,10 @@ fn token_ids_locate_the_divergence_and_are_never_coerced() {
     assert_eq!((d.baseline.id, d.run.id, d.gap_nats), (Some(3), Some(5), Some(1.9)));
     b["cases"][0]["answer"] = json!({"tokens": tokens(&[json!(1), json!(true), json!(3), json!(4)])});
     let e = lossless(&a, &b, None).unwrap_err();
-    assert!(e.starts_with("B: case `t` answer.tokens is malformed"), "{e}");
+    assert!(matches!(&e, LosslessError::Tokens { side: "B", case, .. } if case == "t"), "{e:?}");
+    assert!(e.to_string().starts_with("B: case `t` answer.tokens is malformed: "), "{e}");
     b["cases"][0]["answer"] = json!({"tokens": "1 2 3"});
-    assert!(lossless(&a, &b, None).unwrap_err().contains("malformed"));
+    assert!(matches!(lossless(&a, &b, None).unwrap_err(), LosslessError::Tokens { .. }));
 }
 
 #[test]
@@ -129,6 +130,42 @@ fn missing_answers_fail_and_other_suites_are_refused() {
     assert_eq!((r.cases[1].status.as_str(), r.cases[1].detail.as_str()), ("missing", "B has no such case"));
     let mut other = a.clone();
     other["suite"]["digest"] = "s2".into();
-    assert!(lossless(&a, &other, None).unwrap_err().contains("different suites"));
-    assert!(lossless(&json!({"suite": {"digest": "s1"}}), &a, None).unwrap_err().contains("no `cases` array"));
+    assert!(matches!(lossless(&a, &other, None).unwrap_err(), LosslessError::Suites { .. }));
+    let e = lossless(&json!({"suite": {"digest": "s1"}}), &a, None).unwrap_err();
+    assert!(matches!(e, LosslessError::NoCases { side: "A" }), "{e:?}");
+}
+
+/// Each way two records cannot be compared is its variant, with the side and the case, in the words `compare`
+/// has always printed.
+#[test]
+fn records_that_cannot_be_compared_are_the_variant_of_why() {
+    let a = run(&[("x", Some("a"))]);
+    let e = lossless(&a, &json!({"suite": {"digest": "s1"}}), None).unwrap_err();
+    assert!(matches!(e, LosslessError::NoCases { side: "B" }), "{e:?}");
+    assert_eq!(e.to_string(), "B: no `cases` array: not a gauntlet run record");
+    let e = lossless(&a, &json!({"suite": {"digest": "s1"}, "cases": [{"observed": "a"}]}), None).unwrap_err();
+    assert!(matches!(e, LosslessError::NoId { side: "B", index: 0 }), "{e:?}");
+    assert_eq!(e.to_string(), "B: cases[0] has no string `id`");
+    let mut b = a.clone();
+    b["cases"][0]["answer"] = json!({"tokens": "1 2 3"});
+    let e = lossless(&a, &b, None).unwrap_err();
+    let LosslessError::Tokens { side: "B", case, source } = &e else { panic!("{e:?}") };
+    assert_eq!(case, "x");
+    assert_eq!(e.to_string(), format!("B: case `x` answer.tokens is malformed: {source}"));
+    let mut c = a.clone();
+    c["cases"][0]["observed"] = json!(7);
+    let e = lossless(&a, &a, Some(&c)).unwrap_err();
+    assert!(
+        matches!(&e, LosslessError::Observed { side: "control", case, found } if case == "x" && *found == 7),
+        "{e:?}"
+    );
+    assert_eq!(e.to_string(), "control: case `x` observed is 7, not a string");
+    let mut other = a.clone();
+    other["suite"]["digest"] = "s2".into();
+    let e = lossless(&a, &other, None).unwrap_err();
+    assert!(matches!(&e, LosslessError::Suites { a: x, b: y } if *x == "s1" && *y == "s2"), "{e:?}");
+    assert_eq!(e.to_string(), "A and B ran different suites (\"s1\" and \"s2\"): their answers cannot be compared");
+    let e = lossless(&a, &a, Some(&other)).unwrap_err();
+    assert!(matches!(e, LosslessError::ControlSuite), "{e:?}");
+    assert_eq!(e.to_string(), "the control ran another suite than A");
 }

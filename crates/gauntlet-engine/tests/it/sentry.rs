@@ -253,10 +253,10 @@ fn busy_gpu_waits_then_frees_or_skips_and_unknown_fails_closed() {
     }
     freer.join().unwrap();
     std::fs::write(dir.path().join("unknown"), "NVML: insufficient permissions").unwrap();
-    assert_eq!(
-        gpu::wait_until_free(&probe, &dev, Duration::from_secs(1), Duration::from_millis(20), &[]),
-        Wait::Unknown("NVML: insufficient permissions".into())
-    );
+    match gpu::wait_until_free(&probe, &dev, Duration::from_secs(1), Duration::from_millis(20), &[]) {
+        Wait::Unknown(gpu::ProbeError::Told(why)) => assert_eq!(why, "NVML: insufficient permissions"),
+        other => panic!("{other:?}"),
+    }
     for bad in ["gpu", "nvidia", "nvidia:x", "tpu:0"] {
         assert!(Device::parse(bad).is_err(), "{bad}");
     }
@@ -268,7 +268,9 @@ fn host_lock_excludes_a_second_holder() {
     let dev = Device::Nvidia(0);
     let first = gpu::lock_device(dir.path(), &dev, Duration::from_secs(1)).unwrap();
     let second = gpu::lock_device(dir.path(), &dev, Duration::from_millis(200));
-    assert!(second.err().unwrap().contains("another gauntlet holds nvidia:0"));
+    let e = second.err().unwrap();
+    assert!(matches!(&e, gpu::LockError::Held { device, .. } if device == "nvidia:0"), "{e:?}");
+    assert!(e.to_string().starts_with("another gauntlet holds nvidia:0 (lock "), "{e}");
     drop(first);
     gpu::lock_device(dir.path(), &dev, Duration::from_secs(1)).unwrap();
 }

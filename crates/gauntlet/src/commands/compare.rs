@@ -22,7 +22,8 @@ fn read_run_value(path: &Path) -> Result<Value, Failure> {
 pub(crate) fn compare(a: &Path, b: &Path, control: Option<&Path>, json: bool) -> Outcome {
     let (av, bv) = (read_run_value(a)?, read_run_value(b)?);
     let cv = control.map(read_run_value).transpose()?;
-    let result = gauntlet_engine::compare::lossless::lossless(&av, &bv, cv.as_ref()).map_err(Failure::bad_input)?;
+    let result = gauntlet_engine::compare::lossless::lossless(&av, &bv, cv.as_ref())
+        .map_err(|e| Failure::bad_input(e.to_string()))?;
     let mut out = crate::terminal::stdout();
     if json {
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&result).unwrap_or_default());

@@ -105,11 +105,10 @@ pub(crate) fn publish_to_github(record: &RunRecord, out_dir: &Path) {
 /// several models is bad input (2).
 pub(crate) fn gate_failure(e: GateError) -> Failure {
     match e {
-        GateError::GpuBusy(why) | GateError::BuildTimeout(why) | GateError::ToolMissing(why) => {
-            Failure::infrastructure(why)
-        }
+        GateError::BuildTimeout(why) | GateError::ToolMissing(why) => Failure::infrastructure(why),
+        GateError::GpuBusy(_) => Failure::infrastructure(e.to_string()),
         GateError::BuildStart(why) | GateError::AmbiguousModel(why) => Failure::bad_input(why),
-        GateError::GpuUnknown(why) => Failure::fail_closed(why),
+        GateError::GpuUnknown { .. } => Failure::fail_closed(e.to_string()),
         GateError::Out { .. } | GateError::Spawn(SpawnError::Log { .. }) => Failure::infrastructure(e.to_string()),
         GateError::Spawn(_) | GateError::ApiKey(_) | GateError::ApiKeyInvalid(_) | GateError::Transport(_) => {
             Failure::bad_input(e.to_string())
@@ -171,7 +170,7 @@ pub(crate) fn identity_of(profile: &Profile) -> Result<gauntlet_engine::identity
 /// merged report shows it as skipped, not missing) in every command; then the error's exit kind.
 pub(crate) fn skip_or_fail(out_dir: &Path, profile: &str, e: GateError) -> Failure {
     match &e {
-        GateError::GpuBusy(why) => write_skip(out_dir, profile, gauntlet_schema::SkipKind::GpuBusy, why),
+        GateError::GpuBusy(why) => write_skip(out_dir, profile, gauntlet_schema::SkipKind::GpuBusy, &why.to_string()),
         GateError::BuildTimeout(why) => write_skip(out_dir, profile, gauntlet_schema::SkipKind::BuildTimeout, why),
         _ => {}
     }
