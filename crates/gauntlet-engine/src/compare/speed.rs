@@ -212,9 +212,19 @@ pub fn decode_check(run: &RunRecord, baseline: &RunRecord) -> DecodeCheck {
     }
 }
 
-/// Whether most of a check's cases decoded on the CPU ([`compute_bound`]).
+/// Whether a case's busy threads computed on a CPU for at least half of the time they were not waiting for one
+/// each: a decode on the CPU. A server that sleeps while a GPU (a timer, I/O) works does not, however long a busy
+/// machine keeps its wake-ups waiting (that wait is what [`compute_bound`] counts in). True when the request has
+/// no wall time to compare with.
+fn computes_on_the_cpu(c: &CaseCpu) -> bool {
+    let own = c.wall_seconds - c.wait_seconds;
+    !(own.is_finite() && own > 0.0 && c.cpu_seconds.is_finite())
+        || c.cpu_seconds >= 0.5 * f64::from(c.busy_threads.max(1)) * own
+}
+
+/// Whether most of a check's cases decoded on the CPU ([`computes_on_the_cpu`]).
 fn on_the_cpu(check: &SpeedCheck) -> bool {
-    2 * check.cases.iter().filter(|c| compute_bound(c)).count() > check.cases.len()
+    2 * check.cases.iter().filter(|c| computes_on_the_cpu(c)).count() > check.cases.len()
 }
 
 /// The higher neighbours' share of two records, when both measured one.

@@ -429,19 +429,24 @@ fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
     let found = speed(&run, &base);
     assert!(found[0].1.contains("during the baseline's cases"), "{found:?}");
     // A server that slept through 0.4 s requests (a few ms of CPU each): its speed is not its CPU's; judged.
-    let slept = |run: &mut RunRecord, tps: &[f64]| {
-        accounted(run, tps, 0.004, 0.001, 0.0, 1);
+    let slept = |run: &mut RunRecord, tps: &[f64], wait: f64| {
+        accounted(run, tps, 0.004, wait, 0.0, 1);
         let check = run.decode.speed_check.as_mut().unwrap();
         let cases = check
             .cases
             .iter()
-            .map(|c| gauntlet_engine::compare::speed::case_cpu(&c.case, (0.004, 0.001, 0.0, 0.4), 1, Some(0.9)))
+            .map(|c| gauntlet_engine::compare::speed::case_cpu(&c.case, (0.004, wait, 0.0, 0.4), 1, Some(0.9)))
             .collect();
         *check = gauntlet_engine::compare::speed::speed_check(cases, None);
     };
-    slept(&mut base, &base_tps);
-    slept(&mut run, &slower);
+    slept(&mut base, &base_tps, 0.001);
+    slept(&mut run, &slower, 0.001);
     assert_eq!(speed(&run, &base).iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), ["slow-decode"]);
+    // The same server on a machine so busy that its wake-ups waited 0.25 s of each 0.4 s request: still a sleeper,
+    // judged (the wait is corrected as before), not stopped by its neighbours.
+    slept(&mut run, &slower, 0.25);
+    assert!(gauntlet_engine::compare::speed::judgement(&run, &base).unwrap().judged);
+    assert!(speed(&run, &base).iter().all(|f| !f.1.contains("other processes used")), "{:?}", speed(&run, &base));
     // A version-11 baseline (no measure) against a quiet run: judged; against a crowded run: not.
     accounted(&mut base, &base_tps, 0.38, 0.02, 0.0, 1);
     accounted(&mut run, &slower, 0.38, 0.02, 0.0, 1);
