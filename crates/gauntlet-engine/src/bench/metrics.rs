@@ -68,6 +68,12 @@ pub enum RequestError {
     NoToken,
 }
 
+/// "server clock (llama.cpp timings)": the words a record and a report use for the server's own clock (the
+/// bench's and the paired bench's decode metric when every request carried the server's timings).
+pub fn server_clock_words(engine: &str) -> String {
+    format!("server clock ({engine} timings)")
+}
+
 /// The metrics of one request, or why it failed (an error, or no token at all).
 pub fn request(t: &Timeline) -> Result<RequestMetrics, RequestError> {
     if let Some(e) = &t.error {

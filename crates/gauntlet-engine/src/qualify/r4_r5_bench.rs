@@ -1,5 +1,6 @@
 //! R4 (saturation) and R5 (performance against a baseline): the bench's measuring and assessing on the
-//! qualification's server. R5's stage file is also a bench record. Never spawns or stops the server.
+//! qualification's server (its requests sent and timed by the measuring room, `run::room`, through
+//! `run::measure`). R5's stage file is also a bench record. Never spawns or stops the server.
 
 use std::path::Path;
 

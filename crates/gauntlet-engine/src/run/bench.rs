@@ -1,27 +1,27 @@
-//! `gauntlet bench`: closed-loop batches at each concurrency on the profile's server, every request's timeline kept,
-//! metrics derived from it (`crate::bench::metrics`), and one sample per batch compared with a baseline bench of
+//! `gauntlet bench`: closed-loop batches at each concurrency on the profile's server, every request's timeline kept
+//! (sent and timed by the measuring room, `super::room`; this module folds what it hands back), metrics derived from
+//! it (`crate::bench::metrics`), and one sample per batch compared with a baseline bench of
 //! the same identity (`crate::bench::stats`). Each level's measured batches also fall into a few consecutive
 //! sub-sessions whose means give the bench's own between-session spread (`sub_sessions`), which a later comparison
 //! with this record as its baseline counts instead of a default.
 
 use std::path::Path;
-use std::time::Instant;
 
 use gauntlet_schema::bench::Call as BenchCall;
 pub use gauntlet_schema::bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload,
 };
-use gauntlet_schema::{Metric, ReceiveClock, StopOutcome, TimingSource};
+use gauntlet_schema::{Metric, StopOutcome, TimingSource};
 use serde_json::{Value, json};
 
 use super::bench_spill::{self, Spill};
-use super::{GateError, Reporter, RunEvent};
-use crate::bench::metrics::{self, Event, Pool, RunMetrics, Slos, Timeline};
+use super::room::{Limits, Room, Step, to_timeline};
+use super::{GateError, Reporter};
+use crate::bench::metrics::{self, Pool, RunMetrics, Slos, Timeline, server_clock_words};
 use crate::bench::samples::{self, Samples};
 use crate::bench::stats::{self, Better, Call, Comparison, Rules};
 use crate::client::Client;
-use crate::client::wire::{self, Conn, Endpoint};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::ServerProcess;
@@ -76,11 +76,6 @@ fn server_decode(requests: &[RequestRecord]) -> Result<Option<(f64, TimingSource
     Ok(source.map(|s| (sum / f64::from(n), s)))
 }
 
-/// "server clock (llama.cpp timings)": the words a record and a report use for the server's own clock.
-pub fn server_clock_words(engine: &str) -> String {
-    format!("server clock ({engine} timings)")
-}
-
 /// A sampled metric's value in one batch's metrics: [`Metric::sampled`]'s computation (the pooled value of every
 /// bench metric is the level's metrics at [`Metric::pooled_path`]).
 fn sample_of(m: &RunMetrics, metric: Metric) -> Option<f64> {
@@ -124,20 +119,6 @@ pub fn read_bench(path: &Path) -> Result<BenchRecord, BenchReadError> {
     let text = crate::util::bounded::read_named_text(path, crate::util::bounded::RECORD_CAP)
         .map_err(|source| BenchReadError::Read { path: path.to_owned(), source })?;
     gauntlet_schema::parse_bench_record(&text, &path.display().to_string()).map_err(BenchReadError::Invalid)
-}
-
-pub(crate) fn to_timeline(r: &RequestRecord, max_tokens: u64) -> Timeline {
-    Timeline {
-        start: r.start,
-        events: r
-            .events
-            .iter()
-            .map(|(at, c, re)| Event { at: *at, content: c.clone(), reasoning: re.clone() })
-            .collect(),
-        completion_tokens: r.completion_tokens,
-        max_tokens: Some(max_tokens),
-        error: r.error.clone(),
-    }
 }
 
 /// Runs the workload on the profile's server (started and stopped here, or attached) and compares with `baseline`.
@@ -256,77 +237,32 @@ pub fn write_bench(record: &BenchRecord, out_dir: &Path) -> Result<(), GateError
     Ok(())
 }
 
-/// Every concurrency of the built-in `workload` on a ready server: warm-ups discarded, one [`Level`] per
-/// concurrency. Stops early (and says so) when the spawned server dies. A field workload is measured by
-/// [`super::field`]; [`super::measure`] chooses.
+/// Every concurrency of the built-in `workload` on a ready server, measured by the room (`super::room`): each
+/// measured batch folded into its [`Level`] as it ends. Stops early (and says so) when the spawned server dies or
+/// an interrupt ends the measuring. A field workload is measured by [`super::field`]; [`super::measure`] chooses.
 pub(crate) async fn measure_levels(
     client: &Client,
     profile: &Profile,
     workload: &Workload,
-    mut process: Option<&mut ServerProcess>,
+    process: Option<&mut ServerProcess>,
     mut spill: Option<&mut Spill>,
     reporter: &mut dyn Reporter,
 ) -> (Vec<Level>, Vec<String>) {
-    let client = &client.clone().timing_first().with_max_response_bytes(response_limit(workload.max_tokens));
-    // Plain HTTP goes through the lean client whose reads the kernel stamps; anything else through reqwest.
-    let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
-        .await
-        .map(|e| e.ending_streams_at_close(client.close_ends_stream()));
-    let mut pool: Vec<Conn> = Vec::new();
+    let limits = Limits::of(profile.request_timeout, workload);
+    let mut room = Room::open(client, &profile.request_model, limits).await;
     let mut levels = Vec::new();
-    for &c in &workload.concurrency {
-        reporter.event(&RunEvent::Note(format!(
-            "concurrency {c}: {} warm-up and {} measured batch(es)",
-            workload.warmups, workload.repetitions
-        )));
-        let mut fold = LevelFold::new(c, workload);
-        for i in 0..workload.warmups + workload.repetitions {
-            // Open the connections before every release, so that no measured TTFT includes a connect (a server
-            // may close a connection after each streamed answer). A connection returns to the pool just after
-            // its response was read: let the last ones settle.
-            let ways = match &endpoint {
-                Some(ep) => {
-                    let deadline = Instant::now() + profile.request_timeout;
-                    wire::fill_pool(ep, &mut pool, c, &profile.request_model, deadline).await;
-                    Ways::Wire(ep, std::mem::take(&mut pool))
-                }
-                None => {
-                    client.warm_connections(&profile.request_model, c, profile.request_timeout).await;
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                    Ways::Reqwest(client)
-                }
-            };
-            // An interrupt (when the command asked to finish on one) drops the batch in flight: the level keeps
-            // the batches that ended, and no later level starts.
-            let no_extra = Default::default();
-            let batch = run_batch(ways, profile, workload, c, i, &no_extra);
-            let Some((batch, kept)) = crate::server::unless_interrupted(batch).await else {
-                let measured = fold.batches_measured();
-                if measured > 0 {
-                    levels.push(fold.finish());
-                }
-                let sig = crate::server::interrupted().unwrap_or_default();
-                return (
-                    levels,
-                    vec![format!(
-                        "interrupted (signal {sig}) at concurrency {c} after {measured} measured batch(es); the batch in \
-                     flight and any later concurrency were not measured"
-                    )],
-                );
-            };
-            pool = kept;
-            if i >= workload.warmups {
+    let mut fold: Option<LevelFold> = None;
+    let mut step = |step: Step| match step {
+        Step::Level(c) => fold = Some(LevelFold::new(c, workload)),
+        Step::Measured(batch) => {
+            if let Some(fold) = &mut fold {
                 fold.add(batch, spill.as_deref_mut());
             }
         }
-        if let Some(p) = process.as_deref_mut()
-            && p.exited().is_some()
-        {
-            return (levels, vec![format!("the server died at concurrency {c}")]);
-        }
-        levels.push(fold.finish());
-    }
-    (levels, Vec::new())
+        Step::Kept => levels.extend(fold.take().map(LevelFold::finish)),
+    };
+    let stopped = room.levels(workload, process, reporter, &mut step).await;
+    (levels, stopped)
 }
 
 /// Per concurrency and compared metric, the between-session spread a comparison with a stored baseline counts.
@@ -630,11 +566,6 @@ impl LevelFold {
         }
     }
 
-    /// Measured batches folded so far.
-    pub(crate) fn batches_measured(&self) -> u64 {
-        self.tally.batches
-    }
-
     /// Heap bytes the fold's numbers hold (its pooled distributions and samples; kept batches aside).
     #[cfg(test)]
     fn numbers_heap_bytes(&self) -> usize {
@@ -716,261 +647,6 @@ impl LevelFold {
     }
 }
 
-/// How a batch's requests go out: on the pool of the lean, kernel-stamped client, or through reqwest.
-pub(crate) enum Ways<'a> {
-    Wire(&'a Endpoint, Vec<Conn>),
-    Reqwest(&'a Client),
-}
-
-/// How one request goes out.
-enum Route {
-    Wire(Endpoint, Option<Conn>),
-    Reqwest(Client),
-}
-
-/// One batch: `c` requests released together (closed loop) or on their seeded arrivals (open loop), each its own
-/// task; the batch ends when the last ends. Gives back the connections that can carry another request. `extra`
-/// fields go into every request body (a paired bench's `ignore_eos`).
-pub(crate) async fn run_batch(
-    mut ways: Ways<'_>,
-    profile: &Profile,
-    w: &Workload,
-    c: usize,
-    index: usize,
-    extra: &serde_json::Map<String, Value>,
-) -> (Batch, Vec<Conn>) {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let bodies: Vec<Value> = (0..c)
-        .map(|i| {
-            let mut body = json!({
-                "model": profile.request_model,
-                "messages": [{"role": "user", "content": w.prompt(index * c + i)}],
-                "max_tokens": w.max_tokens,
-                "temperature": 0,
-                "stream": true,
-                "stream_options": {"include_usage": true},
-            });
-            if let Value::Object(m) = &mut body {
-                m.extend(extra.clone());
-                // After the extras: the format sent is the one the answers are judged against.
-                if let Some(format) = &w.response_format {
-                    m.insert("response_format".into(), format.clone());
-                }
-            }
-            body
-        })
-        .collect();
-    let structured = w.response_format.is_some();
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let released = Instant::now();
-    let released_ns = gauntlet_stamp::monotonic_ns();
-    let deadline = released + profile.request_timeout;
-    let arrivals = w.arrivals(index, c);
-    let max_tokens = w.max_tokens;
-    let tasks: Vec<_> = bodies
-        .into_iter()
-        .zip(arrivals)
-        .map(|(body, at)| {
-            let (in_flight, peak) = (in_flight.clone(), peak.clone());
-            let route = match &mut ways {
-                Ways::Wire(ep, pool) => Route::Wire((*ep).clone(), pool.pop()),
-                Ways::Reqwest(client) => Route::Reqwest((*client).clone()),
-            };
-            tokio::spawn(async move {
-                if at > 0.0 {
-                    // The open loop's wait has the batch's deadline too: at a tiny rate an arrival lies hours away,
-                    // and such a request is failed with the reason instead of being waited for.
-                    match std::time::Duration::try_from_secs_f64(at).ok().and_then(|d| released.checked_add(d)) {
-                        Some(arrival) if arrival < deadline => tokio::time::sleep_until(arrival.into()).await,
-                        _ => return (late_arrival(at, deadline - released), None, None, false, None),
-                    }
-                }
-                peak.fetch_max(in_flight.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
-                let (start, result, connected, unstamped, conn) = match route {
-                    Route::Wire(ep, conn) => {
-                        let limit = response_limit(max_tokens);
-                        let s = wire::stream_chat(&ep, conn, &body, deadline, limit).await;
-                        let start = s.sent_ns.saturating_sub(released_ns.unwrap_or(0)) as f64 / 1e9;
-                        (start, s.answer, s.connected, Some(s.unstamped_reads), s.conn)
-                    }
-                    Route::Reqwest(client) => {
-                        let start = released.elapsed().as_secs_f64();
-                        (start, client.chat(&body, deadline).await, false, None, None)
-                    }
-                };
-                in_flight.fetch_sub(1, Ordering::SeqCst);
-                let mut answer = None;
-                let record = match result {
-                    Ok(a) => {
-                        // A structured answer is judged whole once the batch has ended (not while other requests
-                        // still stream: the client's work must not sit in their times); the record keeps a few KiB.
-                        answer = structured.then_some(a.content);
-                        let (events, text_dropped) = keep_events(a.timeline, TEXT_KEPT);
-                        RequestRecord {
-                            start,
-                            events,
-                            completion_tokens: a.usage.and_then(|u| u.completion_tokens),
-                            error: None,
-                            connected,
-                            text_dropped,
-                            timings: a.timings,
-                            ..Default::default()
-                        }
-                    }
-                    Err(e) => RequestRecord {
-                        start,
-                        events: Vec::new(),
-                        completion_tokens: None,
-                        error: Some(e.to_string()),
-                        connected,
-                        text_dropped: 0,
-                        timings: None,
-                        ..Default::default()
-                    },
-                };
-                (record, unstamped, conn, true, answer)
-            })
-        })
-        .collect();
-    let mut pool = match ways {
-        Ways::Wire(_, pool) => pool,
-        Ways::Reqwest(_) => Vec::new(),
-    };
-    let mut requests = Vec::new();
-    let mut answers = Vec::new();
-    let (mut stamped, mut unstamped) = (0usize, 0usize);
-    let joined = futures_util::future::join_all(tasks).await;
-    let seconds = released.elapsed().as_secs_f64();
-    for joined in joined {
-        match joined {
-            Ok((record, reads, conn, sent, answer)) => {
-                // A request never sent (its arrival lay past the deadline) has no reads to count.
-                match (sent, reads) {
-                    (false, _) => {}
-                    (true, Some(0)) => stamped += 1,
-                    (true, _) => unstamped += 1,
-                }
-                requests.push(record);
-                answers.push(answer);
-                pool.extend(conn);
-            }
-            Err(e) => {
-                requests.push(RequestRecord {
-                    start: 0.0,
-                    events: Vec::new(),
-                    completion_tokens: None,
-                    error: Some(format!("request task failed: {e}")),
-                    connected: false,
-                    text_dropped: 0,
-                    timings: None,
-                    ..Default::default()
-                });
-                answers.push(None);
-            }
-        }
-    }
-    // Reqwest's reads count as unstamped; a request whose task failed has no reads to count.
-    let receive_clock = match (stamped, unstamped) {
-        (0, 0) => None,
-        (_, 0) => Some(ReceiveClock::Kernel),
-        (0, _) => Some(ReceiveClock::Client),
-        _ => Some(ReceiveClock::Mixed),
-    };
-    if let Some(format) = &w.response_format {
-        judge(format, &mut requests, answers);
-    }
-    let batch = Batch {
-        seconds,
-        released_monotonic_ns: released_ns,
-        in_flight_max: peak.load(Ordering::SeqCst),
-        receive_clock,
-        requests,
-    };
-    (batch, pool)
-}
-
-/// Judges each answered request's whole answer (`answers`, in the order of `requests`; `None` for one not answered)
-/// against the structured-output format's schema, compiled once a batch. The manifest compiled it already: should
-/// it not compile here, every answer is judged invalid with the reason rather than the bench panicking.
-fn judge(format: &Value, requests: &mut [RequestRecord], answers: Vec<Option<String>>) {
-    let schema = crate::suite::compile_schema(&format["json_schema"]["schema"]);
-    for (r, answer) in requests.iter_mut().zip(answers) {
-        let Some(answer) = answer else { continue };
-        let failure = match &schema {
-            Ok(v) => crate::suite::schema_failure_with(&answer, v),
-            Err(e) => Some(e.to_string()),
-        };
-        r.structured_ok = Some(failure.is_none());
-        r.structured_error = failure;
-    }
-}
-
-/// The record of an open-loop request whose arrival lies past the batch's deadline: never sent, failed.
-fn late_arrival(at: f64, limit: std::time::Duration) -> RequestRecord {
-    RequestRecord {
-        start: at,
-        events: Vec::new(),
-        completion_tokens: None,
-        error: Some(format!(
-            "not sent: its arrival {at:.3e}s after the batch's release lies past the request timeout ({}); \
-             the open loop's rate is too low for this concurrency",
-            humantime::format_duration(limit)
-        )),
-        connected: false,
-        text_dropped: 0,
-        timings: None,
-        ..Default::default()
-    }
-}
-
-/// Answer text a request keeps in the record (content and reasoning together, in bytes). A bench measures
-/// times: the text is kept to be read, not to be scored, and a server streaming megabytes per answer must not
-/// make the bench hold them for every request of every batch.
-pub const TEXT_KEPT: usize = 4096;
-
-/// Response bytes a bench request may read: room for `max_tokens` tokens at 4 KiB of SSE each (a chunk of
-/// llama.cpp or vLLM is a few hundred bytes), plus 64 KiB, at most the client's usual cap. Every request of a
-/// batch is in flight at once, so this (times the concurrency) bounds what a batch holds while it streams.
-pub fn response_limit(max_tokens: u64) -> usize {
-    let per_token = 4096usize;
-    usize::try_from(max_tokens)
-        .ok()
-        .and_then(|n| n.checked_mul(per_token))
-        .and_then(|n| n.checked_add(64 << 10))
-        .map_or(crate::client::DEFAULT_MAX_RESPONSE_BYTES, |n| n.min(crate::client::DEFAULT_MAX_RESPONSE_BYTES))
-}
-
-/// Every event's time, with at most `cap` bytes of text kept: past the cap an event keeps only its first
-/// character, so it still reads as a token (the metrics count token events) and its time stays exact. Returns
-/// the events and the bytes of text dropped (the record's `text_dropped`).
-pub fn keep_events(timeline: Vec<gauntlet_schema::StreamEvent>, cap: usize) -> (Vec<(f64, String, String)>, u64) {
-    let mut budget = cap;
-    let mut dropped = 0u64;
-    let mut keep = |mut text: String| -> String {
-        if text.len() <= budget {
-            budget -= text.len();
-            return text;
-        }
-        // Past the budget: the part that fits (on a character boundary), else the first character.
-        let mut end = budget;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        if end == 0 {
-            end = text.chars().next().map_or(0, char::len_utf8);
-        }
-        budget = budget.saturating_sub(end);
-        dropped += (text.len() - end) as u64;
-        text.truncate(end);
-        text.shrink_to_fit();
-        text
-    };
-    let events = timeline.into_iter().map(|e| (e.t, keep(e.content), keep(e.reasoning))).collect();
-    (events, dropped)
-}
-
 fn definitions() -> Value {
     json!({
         "ttft": "first SSE event with non-empty content or reasoning − request sent (vLLM TTFT, non-empty as AIPerf)",
@@ -1013,6 +689,8 @@ mod arrival_tests {
 // The report's views tested on a level the driver computed: here, so that the report never needs the driver.
 #[cfg(test)]
 mod report_tests {
+    use gauntlet_schema::ReceiveClock;
+
     use super::*;
     use crate::run::bench_report::{bencher, csv, markdown};
 

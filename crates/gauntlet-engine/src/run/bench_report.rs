@@ -1,6 +1,7 @@
 //! What `gauntlet bench` writes beside `bench.json`: `bench.md` for a person, and `bench.bmf.json` in bencher's
 //! metric format (BMF) for tracking the numbers over time in bencher or any tool that reads it, and `bench.csv`
-//! (`bench --format csv`) for a spreadsheet.
+//! (`bench --format csv`) for a spreadsheet, written by the `csv` crate (RFC 4180's quoting and CRLF rows from a
+//! typed row, rather than cells joined by hand) with the spreadsheet-formula defusing kept here.
 
 use std::fmt::Write as _;
 
@@ -157,53 +158,92 @@ pub const CSV_HEADER: &[&str] = &[
 ];
 
 /// `bench --format csv`: one row per concurrency and measure (the measures of `bench.bmf.json`, in their units),
-/// with the comparison's numbers where the measure was compared (relative changes as fractions). RFC 4180: every
-/// row ends in CRLF, a cell holding a comma, quote or line break is quoted with its quotes doubled; a cell a
-/// spreadsheet would read as a formula (starting with `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`, and
-/// control characters become U+FFFD.
+/// with the comparison's numbers where the measure was compared (relative changes as fractions). RFC 4180, by the
+/// `csv` crate's writer: every row ends in CRLF, a cell holding a comma, quote or line break is quoted with its
+/// quotes doubled. A cell a spreadsheet would read as a formula (starting with `=`, `+`, `-`, `@`, tab or CR) gets
+/// a leading `'`, and control characters become U+FFFD ([`defuse`]: ours, the crate quotes but does not defuse).
 pub fn csv(r: &BenchRecord) -> String {
-    let mut out = String::new();
-    let row = |out: &mut String, cells: &[String]| {
-        let cells: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
-        out.push_str(&cells.join(","));
-        out.push_str("\r\n");
-    };
-    row(&mut out, &CSV_HEADER.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>());
-    let num = |v: Option<f64>| v.filter(|x| x.is_finite()).map_or(String::new(), |x| format!("{x}"));
+    const IN_MEMORY: &str = "a row of text and numbers written into memory";
+    // The header from CSV_HEADER, not from the row's field names: a record without a level still has it.
+    let mut out =
+        csv::WriterBuilder::new().terminator(csv::Terminator::CRLF).has_headers(false).from_writer(Vec::new());
+    out.write_record(CSV_HEADER.iter().map(|h| defuse(h))).expect(IN_MEMORY);
     for level in &r.levels {
         for metric in Metric::BENCH.iter().copied() {
             let Some(value) = level.pooled(metric) else { continue };
             let factor = metric.unit().export_factor();
             let bounds = sample_bounds(level, metric);
-            let (lo, hi) = (bounds.map(|b| b.0), bounds.map(|b| b.1));
             let c = level.comparison(metric).filter(|_| metric.sampled());
-            row(
-                &mut out,
-                &[
-                    r.profile.clone(),
-                    level.concurrency.to_string(),
-                    metric.slug(),
-                    num(Some(value * factor)),
-                    num(lo),
-                    num(hi),
-                    num(c.map(|c| c.baseline_mean * factor)),
-                    num(c.map(|c| c.mean * factor)),
-                    num(c.map(|c| c.change)),
-                    num(c.map(|c| c.interval.0)),
-                    num(c.map(|c| c.interval.1)),
-                    num(c.and_then(|c| c.p_value)),
-                    num(c.and_then(|c| c.mde)),
-                    num(c.and_then(|c| c.between_session.as_ref().map(|b| b.spread))),
+            let row = CsvRow {
+                profile: Cell(r.profile.clone()),
+                concurrency: level.concurrency,
+                metric: Cell(metric.slug()),
+                value: Num(Some(value * factor)),
+                lower_value: Num(bounds.map(|b| b.0)),
+                upper_value: Num(bounds.map(|b| b.1)),
+                baseline_mean: Num(c.map(|c| c.baseline_mean * factor)),
+                mean: Num(c.map(|c| c.mean * factor)),
+                change: Num(c.map(|c| c.change)),
+                interval_low: Num(c.map(|c| c.interval.0)),
+                interval_high: Num(c.map(|c| c.interval.1)),
+                p_value: Num(c.and_then(|c| c.p_value)),
+                mde: Num(c.and_then(|c| c.mde)),
+                between_session_spread: Num(c.and_then(|c| c.between_session.as_ref().map(|b| b.spread))),
+                between_session_source: Cell(
                     c.and_then(|c| c.between_session.as_ref().map(|b| b.source.clone())).unwrap_or_default(),
-                    c.map_or(String::new(), |c| c.call.to_string()),
-                ],
-            );
+                ),
+                call: Cell(c.map_or(String::new(), |c| c.call.to_string())),
+            };
+            out.serialize(row).expect(IN_MEMORY);
         }
     }
-    out
+    String::from_utf8(out.into_inner().expect(IN_MEMORY)).expect("every cell is UTF-8 text")
 }
 
-fn csv_cell(text: &str) -> String {
+/// One row of `bench.csv`, its fields in [`CSV_HEADER`]'s order.
+#[derive(serde::Serialize)]
+struct CsvRow {
+    profile: Cell,
+    concurrency: usize,
+    metric: Cell,
+    value: Num,
+    lower_value: Num,
+    upper_value: Num,
+    baseline_mean: Num,
+    mean: Num,
+    change: Num,
+    interval_low: Num,
+    interval_high: Num,
+    p_value: Num,
+    mde: Num,
+    between_session_spread: Num,
+    between_session_source: Cell,
+    call: Cell,
+}
+
+/// Text from a record, [`defuse`]d as it is written.
+struct Cell(String);
+
+impl serde::Serialize for Cell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&defuse(&self.0))
+    }
+}
+
+/// A number as Rust prints it (`{}`: the shortest text that reads back the same, never an exponent); an empty
+/// cell when missing or not finite.
+struct Num(Option<f64>);
+
+impl serde::Serialize for Num {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.0.filter(|x| x.is_finite()).map_or(String::new(), |x| format!("{x}"));
+        s.serialize_str(&defuse(&text))
+    }
+}
+
+/// A cell as a spreadsheet may read it: tabs and control characters as U+FFFD, and text it would evaluate as a
+/// formula behind a leading `'`. The quoting is the writer's.
+fn defuse(text: &str) -> String {
     let mut cell: String =
         text.chars().map(|ch| if ch == '\t' || crate::util::clean::is_hostile(ch) { '\u{fffd}' } else { ch }).collect();
     // A negative number stays a number; any other text a spreadsheet would evaluate is defused.
@@ -211,7 +251,7 @@ fn csv_cell(text: &str) -> String {
     if !is_number && cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
         cell.insert(0, '\'');
     }
-    if cell.contains([',', '"', '\n', '\r']) { format!("\"{}\"", cell.replace('"', "\"\"")) } else { cell }
+    cell
 }
 
 /// The metrics a report's table shows, one column each: every bench metric, latencies first, then rates

@@ -12,8 +12,9 @@ use gauntlet_schema::bench::{Batch, FieldData, Level, RequestRecord, Workload};
 use gauntlet_schema::field::{Conversation, FieldWorkload, Speaker, TraceRow};
 use serde_json::{Value, json};
 
-use super::bench::{LevelFold, TEXT_KEPT, keep_events, response_limit};
+use super::bench::LevelFold;
 use super::bench_spill::Spill;
+use super::room::{TEXT_KEPT, keep_events, response_limit};
 use super::{Reporter, RunEvent};
 use crate::bench::field as build;
 use crate::client::Client;

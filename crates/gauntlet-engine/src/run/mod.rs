@@ -1,4 +1,5 @@
-//! The gate's lifecycle and its outputs.
+//! The gate's lifecycle and its outputs; the bench, the paired bench and the measuring room (`room`) they and
+//! qualify's R4/R5 send their requests through.
 
 mod bench;
 pub mod bench_html;
@@ -8,18 +9,20 @@ mod field;
 mod gate;
 pub mod lossless;
 mod outputs;
+mod room;
 
 // The bench record's types live in the schema crate; re-exported here so that callers keep their paths.
+pub(crate) use bench::level;
 pub use bench::{
     BENCH_VERSION, Batch, BenchReadError, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison,
     RequestRecord, Spreads, Workload, assess, between_session_spreads, confirm, read_bench, read_corpus,
     recorded_spreads, run_bench, write_bench,
 };
-pub(crate) use bench::{Ways, level, run_batch, to_timeline};
+pub(crate) use room::to_timeline;
 
 /// Every concurrency of `workload` on a ready server, one [`Level`](gauntlet_schema::bench::Level) each: a field
-/// workload (a trace replay or conversations) by [`field`], the built-in one by [`bench`]. Chosen here so that
-/// neither of the two measuring modules depends on the other.
+/// workload (a trace replay or conversations) by [`field`], the built-in one by [`bench`] in the measuring room
+/// ([`room`]). Chosen here so that neither of the two measuring modules depends on the other.
 pub(crate) async fn measure(
     client: &crate::client::Client,
     profile: &crate::manifest::Profile,
@@ -31,7 +34,7 @@ pub(crate) async fn measure(
     match &workload.field {
         Some(field) => {
             let client =
-                &client.clone().timing_first().with_max_response_bytes(bench::response_limit(workload.max_tokens));
+                &client.clone().timing_first().with_max_response_bytes(room::response_limit(workload.max_tokens));
             field::measure(client, profile, workload, field, spill, reporter).await
         }
         None => bench::measure_levels(client, profile, workload, process, spill, reporter).await,

@@ -7,22 +7,24 @@
 //! the device, one at a time (`alternate`): the server of the next member is started when the order switches
 //! member (once per pair in ABBA order, since a pair ends with the member the next one starts with), and the
 //! previous one stopped first. Each such start costs a load, and its first request is a discarded warm-up.
+//!
+//! Each member's requests go through its own measuring room (`super::room`): the same transport, limits and
+//! timelines as the bench's, one request a batch.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Instant;
 
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
 use gauntlet_schema::{Metric, StopOutcome};
 use serde_json::{Map, Value, json};
 
-use super::{GateError, Reporter, RunEvent, Ways, run_batch, to_timeline};
-use crate::bench::metrics::{self, RequestMetrics};
+use super::room::{Ask, Limits, Room, to_timeline};
+use super::{GateError, Reporter, RunEvent};
+use crate::bench::metrics::{self, RequestMetrics, server_clock_words};
 use crate::bench::paired::{self as stats, Member, MetricVerdict, PairedRules};
 use crate::client::TokenDialect;
-use crate::client::wire::{self, Conn, Endpoint};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::session::{Session, SessionOptions};
@@ -144,7 +146,7 @@ pub fn decode_key(pairs: &[Pair]) -> (&'static str, String) {
         engine = a;
     }
     match engine {
-        Some(e) => (SERVER_DECODE, super::bench::server_clock_words(e.as_str())),
+        Some(e) => (SERVER_DECODE, server_clock_words(e.as_str())),
         None => (decode_name(), "client clock (no pair with a decode rate)".into()),
     }
 }
@@ -156,41 +158,16 @@ fn values(a: &RequestMetrics, b: &RequestMetrics) -> BTreeMap<String, [f64; 2]> 
         .collect()
 }
 
-/// One member's server and its connections.
-struct Server<'p> {
-    profile: &'p Profile,
+/// One member's server and its measuring room.
+struct Server {
     session: Session,
-    endpoint: Option<Endpoint>,
-    pool: Vec<Conn>,
+    room: Room,
 }
 
-impl Server<'_> {
+impl Server {
     /// One streamed request with prompt `index`, on a connection opened before it was sent.
     async fn request(&mut self, workload: &Workload, index: usize, extra: &Map<String, Value>) -> RequestRecord {
-        let client = self
-            .session
-            .client
-            .clone()
-            .timing_first()
-            .with_max_response_bytes(super::bench::response_limit(workload.max_tokens));
-        if self.endpoint.is_none() {
-            self.endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers())
-                .await
-                .map(|e| e.ending_streams_at_close(client.close_ends_stream()));
-        }
-        let ways = match &self.endpoint {
-            Some(ep) => {
-                let deadline = Instant::now() + self.profile.request_timeout;
-                wire::fill_pool(ep, &mut self.pool, 1, &self.profile.request_model, deadline).await;
-                Ways::Wire(ep, std::mem::take(&mut self.pool))
-            }
-            None => {
-                client.warm_connections(&self.profile.request_model, 1, self.profile.request_timeout).await;
-                Ways::Reqwest(&client)
-            }
-        };
-        let (mut batch, kept) = run_batch(ways, self.profile, workload, 1, index, extra).await;
-        self.pool = kept;
+        let mut batch = self.room.batch(&Ask { workload, concurrency: 1, index, extra }).await;
         batch.requests.pop().unwrap_or(RequestRecord {
             start: 0.0,
             events: Vec::new(),
@@ -222,16 +199,16 @@ fn slot(m: Member) -> usize {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn open<'p>(
+fn open(
     member: Member,
-    profile: &'p Profile,
+    profile: &Profile,
     out_dir: &Path,
     rt: &tokio::runtime::Runtime,
     reporter: &mut dyn Reporter,
     ledger: &mut Ledger,
     workload: &Workload,
     extra: &Map<String, Value>,
-) -> Result<Option<Server<'p>>, GateError> {
+) -> Result<Option<Server>, GateError> {
     let dir = out_dir.join(match member {
         Member::A => "a",
         Member::B => "b",
@@ -245,7 +222,9 @@ fn open<'p>(
         return Ok(None);
     }
     session.scrape_metrics_before(rt);
-    let mut server = Server { profile, session, endpoint: None, pool: Vec::new() };
+    let limits = Limits::of(profile.request_timeout, workload);
+    let room = rt.block_on(Room::open(&session.client, &profile.request_model, limits)).without_settle();
+    let mut server = Server { session, room };
     // Warm-ups, discarded: a fresh server's first answers are slower than its steady state.
     for i in 0..workload.warmups {
         rt.block_on(server.request(workload, i, extra));
