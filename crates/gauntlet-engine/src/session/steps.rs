@@ -146,6 +146,19 @@ pub enum NotReady {
     Ambiguous(String),
 }
 
+/// What a load that timed out names when no probe got any answer.
+const NO_ANSWER_YET: &str = "no answer yet";
+/// The longest one readiness probe waits; less when the load deadline is nearer.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Whether a probe's error is a timeout only because the load deadline cut the probe short (`probe` under
+/// [`PROBE_TIMEOUT`]) while an earlier answer (`last`: a refused certificate, a status) says more: then that answer
+/// stays the one a load timeout names. (Under load a TLS test's last probe started 0.04 s before the deadline and
+/// its "timed out after 0.0s" hid the certificate error.)
+fn cut_by_the_deadline(e: &ClientError, probe: Duration, last: &str) -> bool {
+    matches!(e, ClientError::Timeout { .. }) && probe < PROBE_TIMEOUT && last != NO_ANSWER_YET
+}
+
 /// At most this many model ids are listed in a message, each at most 200 characters (escaped).
 const MAX_LISTED_MODELS: usize = 20;
 
@@ -165,7 +178,7 @@ pub(super) async fn wait_ready(
     let deadline = spawned_at + profile.load_timeout;
     let mut model = profile.request_model.clone();
     let mut discovered = None;
-    let mut last = String::from("no answer yet");
+    let mut last = String::from(NO_ANSWER_YET);
     let fatal = |life: &mut Lifecycle, what: String| {
         let what = format!("the server refused readiness: {what}");
         life.event("load-refused", what.clone());
@@ -194,7 +207,8 @@ pub(super) async fn wait_ready(
             life.finding(FindingKind::NeverLoaded, Severity::Fail, what.clone(), None);
             return Err(NotReady::Failed(what));
         }
-        let probe = Duration::from_secs(2).min(deadline - now);
+        let probe = PROBE_TIMEOUT.min(deadline - now);
+        let cut = |e: &ClientError, last: &str| cut_by_the_deadline(e, probe, last);
         let mut answered: Option<&'static str> = None;
         let mut try_models = profile.discover_model && discovered.is_none();
         match client.health(&profile.health_path, probe).await {
@@ -204,6 +218,7 @@ pub(super) async fn wait_ready(
                 return Err(fatal(life, format!("{} answered HTTP {code}", profile.health_path)));
             }
             Ok(code) => last = format!("health answered HTTP {code}"),
+            Err(e) if cut(&e, &last) => {}
             Err(e) => last = format!("health: {e}"),
         }
         if try_models {
@@ -257,6 +272,7 @@ pub(super) async fn wait_ready(
                 Err(ClientError::Status { status, .. }) if (400..500).contains(&status) => {
                     return Err(fatal(life, format!("/v1/models answered HTTP {status}")));
                 }
+                Err(e) if cut(&e, &last) => {}
                 Err(e) => last = format!("/v1/models: {e}"),
             }
         }
@@ -421,4 +437,24 @@ pub(crate) async fn server_build_info(client: &Client) -> Option<String> {
     let props = client.get_json("props", Duration::from_secs(2)).await.ok()?;
     let build = props.get("build_info")?.as_str()?;
     Some(build.chars().take(200).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_cut_short_by_the_load_deadline_does_not_hide_an_earlier_answer() {
+        let timeout = ClientError::Timeout { seconds: 0.0, during_body: false };
+        let cert = "health: invalid peer certificate: UnknownIssuer";
+        // Cut short (0.04 s left) after a certificate error: the certificate error stays named.
+        assert!(cut_by_the_deadline(&timeout, Duration::from_millis(40), cert));
+        // A full probe that timed out is news: it replaces what came before.
+        assert!(!cut_by_the_deadline(&timeout, PROBE_TIMEOUT, cert));
+        // With nothing heard yet, even a cut probe's timeout is all there is to say.
+        assert!(!cut_by_the_deadline(&timeout, Duration::from_millis(40), NO_ANSWER_YET));
+        // Another error is never a cut probe.
+        let refused = ClientError::Status { url: "h".into(), status: 503, body: String::new() };
+        assert!(!cut_by_the_deadline(&refused, Duration::from_millis(40), cert));
+    }
 }
