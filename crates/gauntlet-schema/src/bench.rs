@@ -40,7 +40,9 @@ use crate::words::ReceiveClock;
 /// 13: a structured-output workload (`workload.response_format`, sent with every request), per request
 /// `structured_ok` and `structured_error` (the answer judged against the format's JSON Schema), and a level's
 /// `structured` ([`StructuredTally`]); version 12 and older read without them (nothing was judged).
-pub const BENCH_VERSION: u32 = 13;
+/// 14: each of `problems` carries a stable code beside its words ([`crate::Problem`]); version 13 and older read
+/// with their words alone, as code `other`.
+pub const BENCH_VERSION: u32 = 14;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -539,7 +541,7 @@ pub struct BenchRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
+    pub problems: Vec<crate::Problem>,
     /// A regression measured again (`bench --confirm`): what the re-run said and what stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,

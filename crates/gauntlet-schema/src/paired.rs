@@ -17,7 +17,9 @@ use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 /// 4: each request's `timings` (the server's own), each pair's `server_decode_tokens_per_second` value when both
 /// members' servers timed their decode, and `decode_clock`: the decode metric is judged on the servers' own rates
 /// when every pair has them from one engine, else on the client's clock. A version 3 record reads with the client's.
-pub const PAIRED_VERSION: u32 = 4;
+/// 5: each of `problems` carries a stable code beside its words ([`crate::Problem`]); version 4 and older read with
+/// their words alone, as code `other`.
+pub const PAIRED_VERSION: u32 = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {
@@ -188,7 +190,7 @@ pub struct PairedRecord {
     pub stopped: String,
     pub verdict: BenchVerdict,
     #[serde(default)]
-    pub problems: Vec<String>,
+    pub problems: Vec<crate::Problem>,
     #[serde(default)]
     pub findings: Vec<Finding>,
 }

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use gauntlet_schema::{Problem, ProblemCode};
 use serde_json::{Value, json};
 
 use super::{BASELINE_FILE, Outcome, StageStatus};
@@ -36,7 +37,7 @@ pub(super) async fn saturation(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    let mut failures = problems;
+    let mut failures: Vec<String> = problems.into_iter().map(|p| p.text).collect();
     if verdict == BenchVerdict::Fail && failures.is_empty() {
         failures.push("requests failed".into());
     }
@@ -63,7 +64,8 @@ pub(super) async fn performance(
     if let Some((b, _)) = baseline {
         let path = dir.join(BASELINE_FILE);
         if let Err(e) = write_atomic(&path, &serde_json::to_vec_pretty(b).expect("serializable")) {
-            problems.push(format!("cannot keep the baseline in the bundle: {e}"));
+            problems
+                .push(Problem::new(ProblemCode::BundleWrite, format!("cannot keep the baseline in the bundle: {e}")));
         }
     }
     let status = match (verdict, problems.is_empty()) {
@@ -82,10 +84,10 @@ pub(super) async fn performance(
             if calls.is_empty() { format!("{v} against the baseline") } else { format!("{v}: {}", calls.join(", ")) }
         }
     };
-    let mut failures = problems;
-    if status == StageStatus::Fail && failures.is_empty() {
-        failures.push(format!("bench verdict: {verdict}"));
+    if status == StageStatus::Fail && problems.is_empty() {
+        problems.push(Problem::new(ProblemCode::Verdict, format!("bench verdict: {verdict}")));
     }
+    let failures: Vec<String> = problems.iter().map(|p| p.text.clone()).collect();
     // The stage file is also a bench record: a later `qualify --baseline` or `bench --baseline` reads it as one.
     let record = BenchRecord {
         bench_version: crate::run::BENCH_VERSION,
@@ -101,7 +103,7 @@ pub(super) async fn performance(
         verdict,
         rules: serde_json::to_value(&rules).unwrap_or(Value::Null),
         baseline: baseline.map(|(_, p)| p.clone()),
-        problems: failures.clone(),
+        problems,
         confirmation: None,
         findings: Vec::new(),
         sentry: None,

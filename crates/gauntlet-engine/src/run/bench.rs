@@ -12,7 +12,7 @@ pub use gauntlet_schema::bench::{
     BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
     Workload,
 };
-use gauntlet_schema::{Metric, StopOutcome, TimingSource};
+use gauntlet_schema::{Metric, Problem, ProblemCode, StopOutcome, TimingSource};
 use serde_json::{Value, json};
 
 use super::bench_spill::{self, Spill};
@@ -143,10 +143,10 @@ pub fn run_bench(
     let (mut identity_value, runtime) = (identity.value.clone(), identity.runtime.clone());
     crate::session::stamp_build(session.build_identity.as_ref(), &mut identity_value);
     let loaded = session.loaded();
-    let mut problems: Vec<String> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
     let mut levels = Vec::new();
     match &session.load {
-        Err(why) => problems.push(format!("the server did not load: {why}")),
+        Err(why) => problems.push(Problem::new(ProblemCode::NotLoaded, format!("the server did not load: {why}"))),
         Ok(_) => {
             // The server's own counters around the whole workload, warm-ups included.
             session.scrape_metrics_before(&rt);
@@ -173,11 +173,11 @@ pub fn run_bench(
     let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads);
     problems.extend(assessed);
     if !matches!(closed.stop, StopOutcome::Terminated | StopOutcome::Attached) {
-        problems.push(format!("server stop: {}", closed.stop));
+        problems.push(Problem::new(ProblemCode::ServerStop, format!("server stop: {}", closed.stop)));
     }
     // A device fault, a stuck server or a failed build fails the bench whatever its numbers say.
     for f in findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
-        problems.push(format!("{}: {}", f.kind, f.message));
+        problems.push(Problem::new(ProblemCode::FailFinding, format!("{}: {}", f.kind, f.message)));
         verdict = BenchVerdict::Fail;
     }
     // An interrupted bench measured less than it was asked to: no pass and no baseline candidate from it (a
@@ -247,7 +247,7 @@ pub(crate) async fn measure_levels(
     process: Option<&mut ServerProcess>,
     mut spill: Option<&mut Spill>,
     reporter: &mut dyn Reporter,
-) -> (Vec<Level>, Vec<String>) {
+) -> (Vec<Level>, Vec<Problem>) {
     let limits = Limits::of(profile.request_timeout, workload);
     let mut room = Room::open(client, &profile.request_model, limits).await;
     let mut levels = Vec::new();
@@ -375,7 +375,7 @@ pub fn assess(
     loaded: bool,
     rules: &Rules,
     spreads: &Spreads,
-) -> (BenchVerdict, Vec<String>) {
+) -> (BenchVerdict, Vec<Problem>) {
     let mut problems = Vec::new();
     // A metric both sides measured that could not be compared: the verdict cannot be a pass without it.
     let mut uncomparable = false;
@@ -383,28 +383,41 @@ pub fn assess(
         // A closed loop must have had the whole batch in flight; an open loop spreads it out by design.
         let tally = l.tally_or_fold();
         if workload.rate.is_none() && workload.field.is_none() && tally.short > 0 {
-            problems.push(format!(
-                "concurrency {}: the client never had {} requests in flight at once (at most {})",
-                l.concurrency, l.concurrency, tally.in_flight_max
+            problems.push(Problem::new(
+                ProblemCode::ConcurrencyShort,
+                format!(
+                    "concurrency {}: the client never had {} requests in flight at once (at most {})",
+                    l.concurrency, l.concurrency, tally.in_flight_max
+                ),
             ));
         }
         if let Some(problem) = l.metrics["problems"].as_array().and_then(|p| p.first()).and_then(Value::as_str) {
-            problems.push(format!("concurrency {}: {problem}", l.concurrency));
+            problems.push(Problem::new(ProblemCode::Measurement, format!("concurrency {}: {problem}", l.concurrency)));
         }
         let failed = l.failed();
         if failed > 0 {
-            problems.push(format!("concurrency {}: {failed} request(s) failed", l.concurrency));
+            problems.push(Problem::new(
+                ProblemCode::RequestFailed,
+                format!("concurrency {}: {failed} request(s) failed", l.concurrency),
+            ));
         }
         let Some(base) = baseline else { continue };
         if !same_workload(&base.workload, workload) {
-            problems.push(format!(
-                "concurrency {}: the baseline ran another workload (prompts, max tokens or arrivals differ): not compared",
-                l.concurrency
+            problems.push(Problem::new(
+                ProblemCode::BaselineWorkload,
+                format!(
+                    "concurrency {}: the baseline ran another workload (prompts, max tokens or arrivals differ): not \
+                     compared",
+                    l.concurrency
+                ),
             ));
             continue;
         }
         let Some(base_level) = base.levels.iter().find(|b| b.concurrency == l.concurrency) else {
-            problems.push(format!("the baseline has no concurrency {}", l.concurrency));
+            problems.push(Problem::new(
+                ProblemCode::BaselineLevel,
+                format!("the baseline has no concurrency {}", l.concurrency),
+            ));
             continue;
         };
         l.comparisons.clear();
@@ -437,7 +450,10 @@ pub fn assess(
                     uncomparable = true;
                     "no finite statistic from the samples (a mean of zero, denormal or overflowing values): not compared"
                 };
-                problems.push(format!("concurrency {}: {name}: {why}", l.concurrency));
+                problems.push(Problem::new(
+                    ProblemCode::NotCompared,
+                    format!("concurrency {}: {name}: {why}", l.concurrency),
+                ));
                 continue;
             };
             l.comparisons.push(MetricComparison { clock, ..comparison(name, better, a, b, &c) });
@@ -842,6 +858,37 @@ mod report_tests {
         let between = levels[0].comparisons[0].between_session.clone().unwrap();
         assert_eq!((between.source.as_str(), between.baseline_side.unwrap().sub_sessions), ("measured", 3));
         assert_eq!(recorded_spreads(&levels, &rules)[&(1, "tpot_mean".to_owned())].source, "measured");
+    }
+
+    /// What stops a comparison is a problem with its own code, whatever its words: a failed request, a level the
+    /// baseline lacks, a baseline of another workload, a closed loop that never had its batch in flight.
+    #[test]
+    fn assess_gives_each_problem_its_code() {
+        let batch = |requests: Vec<RequestRecord>, in_flight_max: usize| Batch {
+            seconds: 0.2,
+            released_monotonic_ns: None,
+            in_flight_max,
+            receive_clock: None,
+            requests,
+        };
+        let failed = RequestRecord { error: Some("connection reset".into()), ..record(0.0, 0.01) };
+        let workload = Workload::new(vec![2], 4, 0, 2);
+        let codes = |levels: &mut Vec<Level>, base: Option<&BenchRecord>| {
+            let (verdict, problems) = assess(levels, &workload, base, true, &Rules::default(), &Spreads::new());
+            (verdict, problems.iter().map(|p| p.code).collect::<Vec<_>>())
+        };
+        let short = level(2, vec![batch(vec![record(0.0, 0.01), failed], 1); 2], &workload);
+        let (verdict, got) = codes(&mut vec![short], None);
+        assert_eq!(verdict, BenchVerdict::Fail);
+        assert_eq!(got, [ProblemCode::ConcurrencyShort, ProblemCode::RequestFailed]);
+
+        let good = level(2, vec![batch(vec![record(0.0, 0.01), record(0.0, 0.01)], 2); 2], &workload);
+        let mut other_level = bench(vec![level(4, good.batches.clone(), &workload)]);
+        other_level.workload = workload.clone();
+        assert_eq!(codes(&mut vec![good.clone()], Some(&other_level)).1, [ProblemCode::BaselineLevel]);
+        let mut other_work = bench(vec![good.clone()]);
+        other_work.workload = Workload::new(vec![2], 8, 0, 2);
+        assert_eq!(codes(&mut vec![good], Some(&other_work)).1, [ProblemCode::BaselineWorkload]);
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub(crate) async fn measure(
     field: &FieldWorkload,
     mut spill: Option<&mut Spill>,
     reporter: &mut dyn Reporter,
-) -> (Vec<Level>, Vec<String>) {
+) -> (Vec<Level>, Vec<gauntlet_schema::Problem>) {
     let endpoint = Endpoint::resolve(client.base_url(), client.api_key(), client.extra_headers()).await;
     let (vocab, prefix) = vocabulary(client).await;
     let vocab = Arc::new(vocab);
@@ -98,7 +98,13 @@ pub(crate) async fn measure(
                 };
                 converse(&ctx, convs).await
             }
-            _ => return (Vec::new(), vec!["the field workload's input was not read".into()]),
+            _ => {
+                let why = "the field workload's input was not read";
+                return (
+                    Vec::new(),
+                    vec![gauntlet_schema::Problem::new(gauntlet_schema::ProblemCode::FieldInput, why)],
+                );
+            }
         };
         if i >= workload.warmups {
             // The summary needs the requests' numbers only: kept without their text, and at most SUMMARY_KEPT of

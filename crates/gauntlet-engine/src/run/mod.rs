@@ -30,7 +30,7 @@ pub(crate) async fn measure(
     process: Option<&mut crate::server::ServerProcess>,
     spill: Option<&mut bench_spill::Spill>,
     reporter: &mut dyn Reporter,
-) -> (Vec<gauntlet_schema::bench::Level>, Vec<String>) {
+) -> (Vec<gauntlet_schema::bench::Level>, Vec<gauntlet_schema::Problem>) {
     match &workload.field {
         Some(field) => {
             let client =

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use gauntlet_schema::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 pub use gauntlet_schema::paired::{EqualWork, PAIRED_VERSION, Pair, PairedRecord, PeriodEffect, Side};
-use gauntlet_schema::{Metric, StopOutcome};
+use gauntlet_schema::{Metric, Problem, ProblemCode, StopOutcome};
 use serde_json::{Map, Value, json};
 
 use super::room::{Ask, Limits, Room, to_timeline};
@@ -188,7 +188,7 @@ struct Ledger {
     starts: [usize; 2],
     server_metrics: [Vec<gauntlet_schema::ServerMetrics>; 2],
     findings: Vec<gauntlet_schema::Finding>,
-    problems: Vec<String>,
+    problems: Vec<Problem>,
 }
 
 fn slot(m: Member) -> usize {
@@ -217,7 +217,8 @@ fn open(
     let mut session = Session::open(profile, opts, rt, reporter)?;
     ledger.starts[slot(member)] += 1;
     if let Err(why) = &session.load {
-        ledger.problems.push(format!("{member:?} (`{}`): the server did not load: {why}", profile.name));
+        let text = format!("{member:?} (`{}`): the server did not load: {why}", profile.name);
+        ledger.problems.push(Problem::new(ProblemCode::NotLoaded, text));
         close(member, profile, session, rt, ledger);
         return Ok(None);
     }
@@ -240,7 +241,8 @@ fn close(member: Member, profile: &Profile, mut session: Session, rt: &tokio::ru
     let (closed, sentry_findings) = session.close(profile, false, &Value::Null);
     let stop = closed.stop;
     if !matches!(stop, StopOutcome::Terminated | StopOutcome::Attached) {
-        ledger.problems.push(format!("{member:?} (`{}`): server stop: {stop}", profile.name));
+        let text = format!("{member:?} (`{}`): server stop: {stop}", profile.name);
+        ledger.problems.push(Problem::new(ProblemCode::ServerStop, text));
     }
     ledger.stops[slot(member)].push(stop.as_str().to_owned());
     ledger.findings.extend(closed.life.findings);
@@ -325,11 +327,8 @@ pub fn run_paired(
             let server = servers[slot(m)].as_mut().expect("opened above");
             let record = rt.block_on(server.request(workload, prompt, &extra));
             if server.session.exited().is_some() {
-                ledger.problems.push(format!(
-                    "{m:?} (`{}`): the server died at pair {}",
-                    profiles[slot(m)].name,
-                    i + 1
-                ));
+                let text = format!("{m:?} (`{}`): the server died at pair {}", profiles[slot(m)].name, i + 1);
+                ledger.problems.push(Problem::new(ProblemCode::ServerDied, text));
                 got[slot(m)] = Some(record);
                 stopped = "a server died".into();
                 break 'pairs;
@@ -354,7 +353,8 @@ pub fn run_paired(
         let ratios = values.iter().map(|(k, [a, b])| (k.clone(), (b / a).ln())).collect();
         for (m, r) in [(Member::A, &ma), (Member::B, &mb)] {
             if let Err(e) = r {
-                ledger.problems.push(format!("pair {}: {m:?}'s request failed: {e}", i + 1));
+                let text = format!("pair {}: {m:?}'s request failed: {e}", i + 1);
+                ledger.problems.push(Problem::new(ProblemCode::RequestFailed, text));
             }
         }
         pairs.push(Pair { order: *members, prompt, a: ra, b: rb, log_ratios: ratios, values });
@@ -386,9 +386,9 @@ pub fn run_paired(
     let failed = load_failed
         || pairs.iter().any(|p| p.a.error.is_some() || p.b.error.is_some())
         || ledger.findings.iter().any(|f| f.severity == gauntlet_schema::Severity::Fail)
-        || stopped == "a server died";
+        || ledger.problems.iter().any(|p| p.code == ProblemCode::ServerDied);
     for f in ledger.findings.iter().filter(|f| f.severity == gauntlet_schema::Severity::Fail) {
-        ledger.problems.push(format!("{}: {}", f.kind, f.message));
+        ledger.problems.push(Problem::new(ProblemCode::FailFinding, format!("{}: {}", f.kind, f.message)));
     }
     // Only the deciding metrics make the verdict; the others are reported.
     let calls: Vec<Call> = verdicts.iter().filter(|v| v.deciding).map(|v| v.call).collect();
@@ -620,7 +620,7 @@ pub fn markdown(r: &PairedRecord) -> String {
         r.rules.equivalence * 100.0
     );
     for p in &r.problems {
-        let _ = writeln!(s, "- Problem: {}", esc(p));
+        let _ = writeln!(s, "- Problem: {}", esc(&p.text));
     }
     for (name, side) in [("A", &r.a), ("B", &r.b)] {
         for (i, m) in side.server_metrics.iter().enumerate() {

@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gauntlet_schema::ReceiveClock;
 use gauntlet_schema::bench::{Batch, RequestRecord, Workload};
+use gauntlet_schema::{Problem, ProblemCode, ReceiveClock};
 use serde_json::{Map, Value, json};
 
 use super::{Reporter, RunEvent};
@@ -161,7 +161,7 @@ impl Room {
     }
 
     /// Every concurrency of `workload`: a note per level, its warm-ups, then each measured batch handed to `step`
-    /// as it ends. Returns what stopped the loop early, in words (an interrupt, when the command asked to finish
+    /// as it ends. Returns what stopped the loop early, as a problem (an interrupt, when the command asked to finish
     /// on one, drops the batch in flight and starts no later level; a spawned server that died ends the loop
     /// after the level it died in); empty when every level ran.
     pub(crate) async fn levels(
@@ -170,7 +170,7 @@ impl Room {
         mut process: Option<&mut ServerProcess>,
         reporter: &mut dyn Reporter,
         step: &mut dyn FnMut(Step),
-    ) -> Vec<String> {
+    ) -> Vec<Problem> {
         let no_extra = Map::new();
         for &c in &workload.concurrency {
             reporter.event(&RunEvent::Note(format!(
@@ -189,9 +189,12 @@ impl Room {
                         step(Step::Kept);
                     }
                     let sig = crate::server::interrupted().unwrap_or_default();
-                    return vec![format!(
-                        "interrupted (signal {sig}) at concurrency {c} after {measured} measured batch(es); the batch in \
-                     flight and any later concurrency were not measured"
+                    return vec![Problem::new(
+                        ProblemCode::Interrupted,
+                        format!(
+                            "interrupted (signal {sig}) at concurrency {c} after {measured} measured batch(es); the \
+                             batch in flight and any later concurrency were not measured"
+                        ),
                     )];
                 };
                 if i >= workload.warmups {
@@ -202,7 +205,7 @@ impl Room {
             if let Some(p) = process.as_deref_mut()
                 && p.exited().is_some()
             {
-                return vec![format!("the server died at concurrency {c}")];
+                return vec![Problem::new(ProblemCode::ServerDied, format!("the server died at concurrency {c}"))];
             }
             step(Step::Kept);
         }

@@ -94,10 +94,13 @@ fn a_version_1_identity_stays_readable_and_is_refused_field_by_field() {
 
 #[test]
 fn newer_or_foreign_records_are_refused_naming_the_file() {
-    let err = parse_run_record(r#"{"schema_version": 13}"#).unwrap_err();
-    assert!(err.contains("schema_version 13 is not readable"), "{err}");
-    let err = parse_bench_record(r#"{"bench_version": 14}"#, "x/bench.json").unwrap_err();
-    assert!(err.starts_with("x/bench.json: bench_version 14 is not readable (reads 1 to 13)"), "{err}");
+    let next = gauntlet_schema::RUN_RECORD_VERSION + 1;
+    let err = parse_run_record(&format!(r#"{{"schema_version": {next}}}"#)).unwrap_err();
+    assert!(err.contains(&format!("schema_version {next} is not readable")), "{err}");
+    let next = gauntlet_schema::bench::BENCH_VERSION + 1;
+    let err = parse_bench_record(&format!(r#"{{"bench_version": {next}}}"#), "x/bench.json").unwrap_err();
+    let want = format!("x/bench.json: bench_version {next} is not readable (reads 1 to {})", next - 1);
+    assert!(err.starts_with(&want), "{err}");
     let err = parse_bench_record(H200_RUN, "x/run.json").unwrap_err();
     assert!(err.starts_with("x/run.json: no bench_version"), "{err}");
     let err = parse_bench_record(r#"{"bench_version": 3, "verdict": 7}"#, "y.json").unwrap_err();
@@ -433,6 +436,31 @@ fn a_version_12_bench_record_reads_without_structured_output() {
     assert_eq!((q.structured_ok, q.structured_error.as_deref()), (Some(false), Some("invalid JSON")));
     let s = r.levels[0].structured.clone().unwrap();
     assert_eq!((s.requests, s.judged, s.valid, s.rate), (1, 1, 0, Some(0.0)));
+}
+
+/// Version 14 writes each problem with its code; a version-13 record's bare words read as code `other`, and a
+/// problem with a code this gauntlet does not know is refused, naming the file.
+#[test]
+fn bench_problems_carry_codes_and_older_words_read_as_other() {
+    use gauntlet_schema::{Problem, ProblemCode};
+    let run: Value = serde_json::from_str(H200_RUN).unwrap();
+    let record = |version: u32, problems: Value| {
+        json!({
+            "bench_version": version, "gauntlet_version": "0.1.0", "profile": "p", "started_at": "t",
+            "identity": run["identity"], "identity_digest": run["identity_digest"], "runtime": {},
+            "workload": {"concurrency": [1], "max_tokens": 8, "warmups": 0, "repetitions": 2}, "definitions": {},
+            "levels": [], "verdict": "fail", "rules": {}, "problems": problems
+        })
+        .to_string()
+    };
+    let old = parse_bench_record(&record(13, json!(["server stop: killed"])), "old/bench.json").unwrap();
+    assert_eq!(old.problems, vec![Problem::new(ProblemCode::Other, "server stop: killed")]);
+    let coded = json!([{"code": "server-stop", "text": "server stop: killed"}]);
+    let new = parse_bench_record(&record(14, coded.clone()), "new/bench.json").unwrap();
+    assert_eq!(new.problems, vec![Problem::new(ProblemCode::ServerStop, "server stop: killed")]);
+    assert_eq!(serde_json::to_value(&new.problems).unwrap(), coded);
+    let err = parse_bench_record(&record(14, json!([{"code": "made-up", "text": "x"}])), "bad/bench.json").unwrap_err();
+    assert!(err.starts_with("bad/bench.json: "), "{err}");
 }
 
 /// Version 11's speed check reads back as written; the version-10 record before it reads without one.

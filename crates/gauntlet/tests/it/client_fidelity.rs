@@ -40,7 +40,7 @@ fn bench_events_match_the_pacers_writes_on_connections_opened_before_the_release
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
     let bench: Value = serde_json::from_str(&std::fs::read_to_string(out.join("bench.json")).unwrap()).unwrap();
-    assert_eq!(bench["bench_version"], 13);
+    assert_eq!(bench["bench_version"], gauntlet_schema::bench::BENCH_VERSION);
     for batch in bench["levels"][0]["batches"].as_array().unwrap() {
         assert_eq!(batch["receive_clock"], "kernel", "every read stamped by the kernel on arrival");
         assert!(batch["requests"].as_array().unwrap().iter().all(|r| r.get("connected").is_none()));

@@ -89,7 +89,7 @@ fn bench_calls_a_change_against_a_stored_baseline_only_beyond_the_spread_between
     assert_eq!(c["between_session"]["candidate_side"]["sub_sessions"], 3, "{c}");
     assert_eq!(c["call"], "regression", "{stdout}");
     let measured_mde = c["mde"].as_f64().unwrap();
-    assert_eq!(record["bench_version"], 13);
+    assert_eq!(record["bench_version"], gauntlet_schema::bench::BENCH_VERSION);
     assert_eq!((code, record["verdict"].as_str()), (Some(1), Some("regression")), "{stdout}");
     assert!(stdout.contains("measured over 3 + 3 sub-sessions"), "{stdout}");
     // Against the old baseline: the default, said so.
@@ -147,7 +147,8 @@ fn bench_compares_decode_on_the_servers_clock_when_both_records_carry_it() {
     };
     let f = Fixture::new("bench-clock").answers(paced("1"));
     let (code, stdout, base, first) = bench_fixture(&f, "base", &[]);
-    assert_eq!((code, base["bench_version"].as_u64()), (Some(0), Some(13)), "{stdout}");
+    let version = u64::from(gauntlet_schema::bench::BENCH_VERSION);
+    assert_eq!((code, base["bench_version"].as_u64()), (Some(0), Some(version)), "{stdout}");
     let level = &base["levels"][0];
     assert_eq!(level["server_clock"], "llama.cpp", "{level}");
     // The server's own time per token: the fake's 5 ms pace within its ±1 %, in every batch.
@@ -327,7 +328,8 @@ fn bench_fault(name: &str, fault: &str, expect: &str) {
         assert!(b["requests"][0].get("error").is_none(), "{fault}: {}", b["requests"][0]);
     }
     assert_eq!(record["levels"][0]["metrics"]["failed"], 1);
-    assert!(record["problems"].as_array().unwrap().iter().any(|p| p == "concurrency 1: 1 request(s) failed"));
+    let problem = serde_json::json!({"code": "request-failed", "text": "concurrency 1: 1 request(s) failed"});
+    assert!(record["problems"].as_array().unwrap().contains(&problem), "{}", record["problems"]);
 }
 
 #[test]

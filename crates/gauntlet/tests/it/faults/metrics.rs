@@ -57,7 +57,7 @@ fn a_bench_records_the_servers_counter_deltas() {
     let f = Fixture::new("metrics-bench").answers(vec![("", answer("word"))]).profile("metrics = \"/metrics\"");
     let (code, stdout, record, out) = bench_fixture(&f, "bench", &[]);
     assert_eq!(code, Some(0), "{stdout}");
-    assert_eq!(record["bench_version"], 13);
+    assert_eq!(record["bench_version"], gauntlet_schema::bench::BENCH_VERSION);
     let requests = key(&record, "requests_finished").unwrap_or(0.0);
     let measured: usize = record["levels"][0]["batches"]
         .as_array()

@@ -83,7 +83,7 @@ fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
     // p = 2/1024, below the last look's level.
     let (code, text, record) = paired(&f, &manifest, "slow", "20");
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(record["paired_version"], 4);
+    assert_eq!(record["paired_version"], gauntlet_schema::paired::PAIRED_VERSION);
     assert_eq!(record["verdict"], "regression", "{text}");
     // Each side's server counted its own requests between the scrapes: at least one warm-up and one per pair (a
     // fresh connection is warmed with a request of its own), and the same on both sides: equal work.
@@ -171,6 +171,29 @@ fn paired_bench_alternates_servers_when_the_manifest_says_they_cannot_share() {
     assert_eq!(code, Some(4), "{text}");
     // Never both up at once: a port conflict would have failed a load; the log holds each server's requests.
     assert!(record["problems"].as_array().unwrap().is_empty(), "{text}");
+}
+
+/// A member's server that dies mid-bench fails it (exit 1), and the record says so with the problem's code beside
+/// its words: scripts match `server-died`, not the sentence.
+#[test]
+fn paired_bench_whose_member_dies_fails_with_the_problem_coded() {
+    let f = Fixture::new("paired-death");
+    let manifest = two_profiles(&f, 1, 1, "");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let b = format!("\"{}-b\", ", f.tag);
+    assert!(text.contains(&b), "{text}");
+    std::fs::write(
+        &manifest,
+        text.replace(&b, &format!("{b}\"--fault\", \"crash-after\", \"--crash-after\", \"6\", ")),
+    )
+    .unwrap();
+    let (code, text, record) = paired(&f, &manifest, "death", "10");
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(record["verdict"], "fail", "{text}");
+    let problems = record["problems"].as_array().unwrap();
+    let died = problems.iter().find(|p| p["code"] == "server-died").unwrap_or_else(|| panic!("{problems:?}\n{text}"));
+    assert!(died["text"].as_str().unwrap().starts_with("B (`b`): the server died at pair "), "{died}");
+    assert!(text.contains("problem: B (`b`): the server died at pair"), "{text}");
 }
 
 /// The delaying proxy in front of one fake server: a profile through the proxy adding 2 ms to every streamed word of
@@ -292,7 +315,7 @@ fn paired_twin_behind_a_hop_that_holds_every_other_stream_is_no_change_with_the_
     let manifest = attach_manifest(&f, &[("a", hop_port), ("b", hop_port), ("pa", plain_port), ("pb", plain_port)], "");
     let (code, text, record) = run_attached(&f, &manifest, "b", "a", "20", "hop");
     eprintln!("{text}");
-    assert_eq!(record["paired_version"], 4);
+    assert_eq!(record["paired_version"], gauntlet_schema::paired::PAIRED_VERSION);
     assert_eq!(record["deciding"], serde_json::json!(["decode_tokens_per_second", "e2el"]), "{text}");
     let decode = call(&record, "decode_tokens_per_second");
     assert_eq!(decode["call"], "no-change", "{text}");
@@ -346,7 +369,7 @@ fn paired_twin_with_a_noisy_client_side_decides_decode_on_the_servers_clock_and_
     let profiles = [("a", timed_port), ("b", timed_port), ("ca", untimed_port), ("cb", untimed_port)];
     let manifest = attach_manifest(&f, &profiles, "decide = [\"decode\"]");
     let (code, text, record) = run_attached(&f, &manifest, "b", "a", "20", "server");
-    assert_eq!(record["paired_version"], 4);
+    assert_eq!(record["paired_version"], gauntlet_schema::paired::PAIRED_VERSION);
     assert_eq!(record["decode_clock"], "server clock (llama.cpp timings)", "{text}");
     let decode = call(&record, "decode_tokens_per_second");
     assert_eq!(decode["call"], "no-change", "{text}");

@@ -103,7 +103,7 @@ fn requests(record: &serde_json::Value) -> Vec<&serde_json::Value> {
 fn a_structured_bench_sends_the_schema_and_counts_every_valid_answer() {
     let (code, record, md, html, _, _) = structured_bench(VALID);
     assert_eq!(code, Some(0), "{md}");
-    assert_eq!(record["bench_version"], 13);
+    assert_eq!(record["bench_version"], gauntlet_schema::bench::BENCH_VERSION);
     assert_eq!(record["workload"]["response_format"]["json_schema"]["name"], "city", "{:#}", record["workload"]);
     let rs = requests(&record);
     assert_eq!(rs.len(), 8);

@@ -45,7 +45,7 @@ fn bench(dir: &Path, workload: &str) -> Value {
     let text = std::fs::read_to_string(out.join("bench.json")).unwrap_or_default();
     let record: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{stdout}\n{stderr}"));
     assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert_eq!(record["bench_version"], 13);
+    assert_eq!(record["bench_version"], gauntlet_schema::bench::BENCH_VERSION);
     let md = std::fs::read_to_string(out.join("bench.md")).unwrap();
     eprintln!("{md}");
     record
