@@ -19,6 +19,7 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// before); older records read without them.
 /// Version 12 added the machine's other work beside the server: `neighbours` in each case's CPU account, pooled in
 /// `decode.speed_check.neighbours` and judged in its `judgement`; older records read without it (unknown).
+/// Version 13 added the same share for the load, `server.load_cpu.neighbours`; older records read without it.
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
@@ -38,11 +39,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 12;
+pub const RUN_RECORD_VERSION: u32 = 13;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -254,6 +255,10 @@ pub struct LoadCpu {
     /// own slowdown, not a busy machine's. None without a readable group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttled_seconds: Option<f64>,
+    /// The share of the CPU time the server and gauntlet left during the load that other processes used, 0–1
+    /// (since version 13; as a case's `neighbours`). None where the machine's counters were not readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<f64>,
 }
 
 /// Which readiness probe answered first (`health`, `models` when the health path is absent, or `generation` when

@@ -431,7 +431,9 @@ fn upper_rank(n: usize) -> usize {
 /// (`load_ratio_warn` and longer by more than [`LOAD_NOISE_FLOOR_SECONDS`]) warns only when what its threads spent
 /// waiting for a CPU, beyond the baseline's, does not explain it: the rest must still be over the line. Otherwise
 /// it is a note. Without the CPU account on both records (older records, attached servers), the wall time alone
-/// decides, as before.
+/// decides, as before. A load over the line while other processes used more than [`NEIGHBOURS_LIMIT`] of the CPU
+/// time the server left (on either side) is not judged either, as a crowded decode is not: a neighbour's work makes
+/// each CPU second of the load buy less, with no wait to show for it.
 pub fn load_finding(
     now: f64,
     then: f64,
@@ -454,6 +456,23 @@ pub fn load_finding(
     let (Some(a), Some(b)) = (cpu_now, cpu_then) else {
         return warn(wall);
     };
+    let crowded = [(a.neighbours, "this run"), (b.neighbours, "the baseline")]
+        .into_iter()
+        .filter_map(|(n, side)| Some((n.filter(|n| *n > NEIGHBOURS_LIMIT)?, side)))
+        .max_by(|x, y| x.0.total_cmp(&y.0));
+    if let Some((n, side)) = crowded {
+        return Some(Finding {
+            kind: FindingKind::SpeedUnsettled,
+            severity: Severity::Info,
+            message: format!(
+                "{wall}, but other processes used {:.0} % of the CPU time the server left during {side}'s load \
+                 (judged up to {:.0} %): a busy machine, the load not judged",
+                n * 100.0,
+                NEIGHBOURS_LIMIT * 100.0
+            ),
+            case: None,
+        });
+    }
     // The part of the longer load its threads did not spend waiting for a CPU that another process held: time its
     // CPU group's quota throttled it is its own slowdown (part of the wait, but not the machine's doing).
     let others = |c: &LoadCpu| c.wait_seconds - c.throttled_seconds.unwrap_or(0.0).clamp(0.0, c.wait_seconds);
@@ -567,7 +586,7 @@ mod tests {
     }
 
     fn cpu(cpu_seconds: f64, wait_seconds: f64) -> Option<LoadCpu> {
-        Some(LoadCpu { cpu_seconds, wait_seconds, throttled_seconds: None })
+        Some(LoadCpu { cpu_seconds, wait_seconds, throttled_seconds: None, neighbours: None })
     }
 
     /// Loads measured on a busy runner (6.5 s and 14.2 s, CPU 1.81 s and 2.79 s, threads' wait 9.7 s and 24.4 s):
@@ -586,12 +605,30 @@ mod tests {
         assert_eq!(kind(load_finding(1.2, 0.84, cpu(0.9, 5.0), cpu(0.8, 0.1), &t)), None, "under the line");
         // The same longer load with 14 of its 24.4 s of wait throttled by the server's own quota: the wait for other
         // processes (10.4 s) explains 0.7 s of the 7.7 s, a warning; all of it throttled, a warning too.
-        let throttled =
-            |c: f64, w: f64, th: f64| Some(LoadCpu { cpu_seconds: c, wait_seconds: w, throttled_seconds: Some(th) });
+        let throttled = |c: f64, w: f64, th: f64| Some(LoadCpu { throttled_seconds: Some(th), ..cpu(c, w).unwrap() });
         assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 24.407, 14.0), cpu(1.81, 9.746), &t)), warn);
         assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 24.407, 24.407), cpu(1.81, 9.746), &t)), warn);
         // Throttled on the baseline too, as much: the busy machine's share is what is left, a note.
         let base = throttled(1.81, 19.746, 10.0);
         assert_eq!(kind(load_finding(14.212, 6.477, throttled(2.79, 34.407, 10.0), base, &t)), note);
+    }
+
+    /// A load over the line while other processes used more than a quarter of the CPU time the server left, on
+    /// either side, is a note that names the share and the side; below the limit the load is judged as before, and
+    /// a load under the line is nothing whatever its neighbours did.
+    #[test]
+    fn a_load_beside_busy_neighbours_is_not_judged() {
+        let t = thresholds();
+        let beside = |c: f64, w: f64, n: f64| Some(LoadCpu { neighbours: Some(n), ..cpu(c, w).unwrap() });
+        let f = load_finding(1.45, 0.84, beside(1.2, 0.1, 0.62), beside(0.8, 0.1, 0.02), &t).unwrap();
+        assert_eq!((f.kind, f.severity), (FindingKind::SpeedUnsettled, Severity::Info), "{}", f.message);
+        assert!(f.message.contains("62 % of the CPU time the server left during this run's load"), "{}", f.message);
+        let f = load_finding(1.45, 0.84, beside(1.2, 0.1, 0.05), beside(0.8, 0.1, 0.3), &t).unwrap();
+        assert!(f.message.contains("30 % of the CPU time the server left during the baseline's load"), "{}", f.message);
+        let f = load_finding(1.45, 0.84, beside(1.2, 0.1, 0.2), beside(0.8, 0.1, 0.02), &t).unwrap();
+        assert_eq!((f.kind, f.severity), (FindingKind::SlowLoad, Severity::Warn), "quiet enough: judged");
+        let f = load_finding(1.45, 0.84, beside(1.2, 0.1, 0.9), None, &t).unwrap();
+        assert_eq!(f.kind, FindingKind::SlowLoad, "no account on the baseline: the wall time decides");
+        assert_eq!(load_finding(1.0, 0.84, beside(0.9, 0.1, 0.9), beside(0.8, 0.1, 0.9), &t), None);
     }
 }

@@ -132,6 +132,8 @@ pub struct ServerProcess {
     /// The CPU group the leader started in (gauntlet's own) and its throttled ns at the spawn: what the load's
     /// throttled time is counted from.
     spawn_throttle: Option<(PathBuf, u64)>,
+    /// The machine's CPU counters just before the spawn: the load's neighbours are counted from them.
+    spawn_machine: Option<super::sched::Machine>,
 }
 
 /// Refuse a port something else listens on: our client would talk to that server instead of ours.
@@ -215,6 +217,7 @@ impl ServerProcess {
         let mut cgroup = Cgroup::create();
         let spawn_throttle = super::sched::cpu_group_of(std::process::id() as i32)
             .and_then(|g| Some((g.clone(), super::sched::throttled_ns(&g)?)));
+        let spawn_machine = super::sched::Machine::now();
         // The path, ready before the fork: the child may not allocate.
         let procs = cgroup
             .as_ref()
@@ -274,6 +277,7 @@ impl ServerProcess {
             exit: None,
             stopped: false,
             spawn_throttle,
+            spawn_machine,
         })
     }
 
@@ -446,7 +450,8 @@ impl ServerProcess {
     /// started in, else from its group's creation (a server that moved itself into a group of its own).
     pub fn cpu_account(&self) -> Option<gauntlet_schema::LoadCpu> {
         let members = group_members(self.pid() as i32);
-        let mut account = gauntlet_schema::LoadCpu { cpu_seconds: 0.0, wait_seconds: 0.0, throttled_seconds: None };
+        let mut account =
+            gauntlet_schema::LoadCpu { cpu_seconds: 0.0, wait_seconds: 0.0, throttled_seconds: None, neighbours: None };
         let mut seen = false;
         for &pid in &members {
             if let Some(cpu) = cpu_seconds(pid) {
@@ -460,6 +465,8 @@ impl ServerProcess {
             let from = self.spawn_throttle.as_ref().filter(|(g0, _)| *g0 == g).map_or(0, |(_, t)| *t);
             Some(now.saturating_sub(from) as f64 / 1e9)
         });
+        account.neighbours =
+            self.spawn_machine.as_ref().and_then(|m| m.neighbours_until_now((account.cpu_seconds * 1e9) as u64));
         seen.then_some(account)
     }
 

@@ -135,7 +135,7 @@ pub fn parse_process_ticks(stat: &str) -> Option<u64> {
 
 /// The machine's CPU ticks and gauntlet's own, at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Machine {
+pub struct Machine {
     busy: u64,
     total: u64,
     own: u64,
@@ -144,12 +144,19 @@ struct Machine {
 }
 
 impl Machine {
-    fn now() -> Option<Machine> {
+    /// The machine's counters now; None where `/proc` does not give them.
+    pub fn now() -> Option<Machine> {
         let (busy, total) = parse_proc_stat(&read_text(Path::new("/proc/stat"), PROC_STAT_CAP).ok()?)?;
         let own = parse_process_ticks(&read_text(Path::new("/proc/self/stat"), SELF_STAT_CAP).ok()?)?;
         // SAFETY: sysconf reads a constant of the C library; no memory is passed.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         (hz > 0).then_some(Machine { busy, total, own, hz: hz as u64 })
+    }
+
+    /// The share of the CPU time that the server (`server_ns` of CPU time since this reading) and gauntlet left
+    /// that other processes used from this reading until now ([`neighbours`]).
+    pub fn neighbours_until_now(&self, server_ns: u64) -> Option<f64> {
+        neighbours(self, &Machine::now()?, server_ns)
     }
 }
 

@@ -56,7 +56,7 @@ fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() 
     // Written again, it is a current record whose identity reads back typed.
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.identity, run.identity);
-    assert_eq!(RUN_RECORD_VERSION, 12);
+    assert_eq!(RUN_RECORD_VERSION, 13);
 }
 
 #[test]
@@ -477,8 +477,12 @@ fn the_speed_check_reads_back_and_older_records_have_none() {
     run.decode.speed_check = Some(check.clone());
     check.judgement = gauntlet_engine::compare::speed::judgement(&run, &base);
     run.decode.speed_check = Some(check);
-    run.server.load_cpu =
-        Some(gauntlet_schema::LoadCpu { cpu_seconds: 1.0, wait_seconds: 0.5, throttled_seconds: Some(0.2) });
+    run.server.load_cpu = Some(gauntlet_schema::LoadCpu {
+        cpu_seconds: 1.0,
+        wait_seconds: 0.5,
+        throttled_seconds: Some(0.2),
+        neighbours: Some(0.4),
+    });
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.decode.speed_check, run.decode.speed_check);
     assert_eq!(again.server.load_cpu, run.server.load_cpu);
@@ -493,6 +497,10 @@ fn the_speed_check_reads_back_and_older_records_have_none() {
         c.as_object_mut().unwrap().remove("neighbours");
     }
     v11["decode"]["speed_check"].as_object_mut().unwrap().remove("neighbours");
+    v11["server"]["load_cpu"].as_object_mut().unwrap().remove("neighbours");
     let old = parse_run_record(&v11.to_string()).unwrap();
     assert!(old.decode.speed_check.unwrap().cases.iter().all(|c| c.neighbours.is_none()));
+    // Version 13's load neighbours read back; without them (version 12 and older) the load's share is unknown.
+    assert_eq!(again.server.load_cpu.unwrap().neighbours, Some(0.4));
+    assert_eq!(old.server.load_cpu.unwrap().neighbours, None);
 }
