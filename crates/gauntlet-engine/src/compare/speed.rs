@@ -431,9 +431,10 @@ fn upper_rank(n: usize) -> usize {
 /// (`load_ratio_warn` and longer by more than [`LOAD_NOISE_FLOOR_SECONDS`]) warns only when what its threads spent
 /// waiting for a CPU, beyond the baseline's, does not explain it: the rest must still be over the line. Otherwise
 /// it is a note. Without the CPU account on both records (older records, attached servers), the wall time alone
-/// decides, as before. A load over the line while other processes used more than [`NEIGHBOURS_LIMIT`] of the CPU
-/// time the server left (on either side) is not judged either, as a crowded decode is not: a neighbour's work makes
-/// each CPU second of the load buy less, with no wait to show for it.
+/// decides, as before. A load over the line that computed on a CPU for at least half of the time it did not wait
+/// for one, while other processes used more than [`NEIGHBOURS_LIMIT`] of the CPU time the server left (on either
+/// side), is not judged either, as a crowded decode is not: a neighbour's work makes each CPU second of the load buy
+/// less, with no wait to show for it. A load that slept is judged whatever its neighbours did.
 pub fn load_finding(
     now: f64,
     then: f64,
@@ -456,10 +457,17 @@ pub fn load_finding(
     let (Some(a), Some(b)) = (cpu_now, cpu_then) else {
         return warn(wall);
     };
+    // Neighbours slow what the load computes, not a load that slept (a download, a timer, a lock): only a load that
+    // was on a CPU for at least half of the time it did not wait for one can be explained by them.
+    let computed = |c: &LoadCpu, wall: f64| {
+        let own = wall - c.wait_seconds;
+        !(own.is_finite() && own > 0.0 && c.cpu_seconds.is_finite()) || c.cpu_seconds >= 0.5 * own
+    };
     let crowded = [(a.neighbours, "this run"), (b.neighbours, "the baseline")]
         .into_iter()
         .filter_map(|(n, side)| Some((n.filter(|n| *n > NEIGHBOURS_LIMIT)?, side)))
-        .max_by(|x, y| x.0.total_cmp(&y.0));
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .filter(|_| computed(&a, now));
     if let Some((n, side)) = crowded {
         return Some(Finding {
             kind: FindingKind::SpeedUnsettled,
@@ -629,6 +637,9 @@ mod tests {
         assert_eq!((f.kind, f.severity), (FindingKind::SlowLoad, Severity::Warn), "quiet enough: judged");
         let f = load_finding(1.45, 0.84, beside(1.2, 0.1, 0.9), None, &t).unwrap();
         assert_eq!(f.kind, FindingKind::SlowLoad, "no account on the baseline: the wall time decides");
+        // A load that slept most of its time (1.2 s of a 1.45 s load off any CPU): its neighbours do not explain it.
+        let f = load_finding(1.45, 0.84, beside(0.2, 0.05, 0.9), beside(0.15, 0.05, 0.9), &t).unwrap();
+        assert_eq!(f.kind, FindingKind::SlowLoad, "{}", f.message);
         assert_eq!(load_finding(1.0, 0.84, beside(0.9, 0.1, 0.9), beside(0.8, 0.1, 0.9), &t), None);
     }
 }
