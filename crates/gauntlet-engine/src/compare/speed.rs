@@ -217,9 +217,14 @@ pub fn decode_check(run: &RunRecord, baseline: &RunRecord) -> DecodeCheck {
 /// machine keeps its wake-ups waiting (that wait is what [`compute_bound`] counts in). True when the request has
 /// no wall time to compare with.
 fn computes_on_the_cpu(c: &CaseCpu) -> bool {
-    let own = c.wall_seconds - c.wait_seconds;
-    !(own.is_finite() && own > 0.0 && c.cpu_seconds.is_finite())
-        || c.cpu_seconds >= 0.5 * f64::from(c.busy_threads.max(1)) * own
+    on_a_cpu(c.cpu_seconds, c.wait_seconds, c.wall_seconds, c.busy_threads.max(1))
+}
+
+/// Whether `threads` threads spent at least half of the `wall` seconds they did not wait for a CPU computing on one
+/// (`cpu` seconds between them); true when the numbers cannot tell (nothing left after the wait, or not finite).
+fn on_a_cpu(cpu: f64, wait: f64, wall: f64, threads: u32) -> bool {
+    let own = wall - wait;
+    !(own.is_finite() && own > 0.0 && cpu.is_finite()) || cpu >= 0.5 * f64::from(threads) * own
 }
 
 /// Whether most of a check's cases decoded on the CPU ([`computes_on_the_cpu`]).
@@ -459,15 +464,11 @@ pub fn load_finding(
     };
     // Neighbours slow what the load computes, not a load that slept (a download, a timer, a lock): only a load that
     // was on a CPU for at least half of the time it did not wait for one can be explained by them.
-    let computed = |c: &LoadCpu, wall: f64| {
-        let own = wall - c.wait_seconds;
-        !(own.is_finite() && own > 0.0 && c.cpu_seconds.is_finite()) || c.cpu_seconds >= 0.5 * own
-    };
     let crowded = [(a.neighbours, "this run"), (b.neighbours, "the baseline")]
         .into_iter()
         .filter_map(|(n, side)| Some((n.filter(|n| *n > NEIGHBOURS_LIMIT)?, side)))
         .max_by(|x, y| x.0.total_cmp(&y.0))
-        .filter(|_| computed(&a, now));
+        .filter(|_| on_a_cpu(a.cpu_seconds, a.wait_seconds, now, 1));
     if let Some((n, side)) = crowded {
         return Some(Finding {
             kind: FindingKind::SpeedUnsettled,
