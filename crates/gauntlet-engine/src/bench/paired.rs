@@ -337,6 +337,17 @@ pub fn judge(
             pct(rules.noise_band)
         );
         (Call::Improvement, why)
+    } else if worse_lo > rules.noise_band || worse_hi < -rules.noise_band {
+        // A change the interval places wholly beyond the noise band is not "no change" because it is also within
+        // the margin (a steady −4.8 % at four blocks, whose p cannot yet reach the look's level): it stays open,
+        // so that a later look can call it.
+        let side = if worse_lo > rules.noise_band { "worse" } else { "better" };
+        let why = format!(
+            "the whole interval is {side} than the ±{:.1} % noise band but {p_text} is not below {alpha_look:.4}: \
+             a change not yet shown",
+            pct(rules.noise_band)
+        );
+        (Call::Inconclusive, why)
     } else if interval.0 >= -rules.equivalence && interval.1 <= rules.equivalence {
         (Call::NoChange, format!("the whole interval lies within ±{:.1} % ({p_text})", pct(rules.equivalence)))
     } else {
@@ -485,6 +496,28 @@ mod tests {
         let v = judge("decode", &slow, Better::Higher, &rules, 0.005).unwrap();
         assert_eq!(v.call, Call::Inconclusive, "{v:?}");
         assert_eq!(judge("x", &[], Better::Lower, &rules, 0.05), None);
+    }
+
+    #[test]
+    fn a_steady_change_inside_the_margin_is_not_called_no_change_before_it_can_be_shown() {
+        // The H100 lone-lane trial that asked for this: a 5 % longer token (decode −4.8 %) measured so steadily
+        // that four blocks gave an interval within ±5 %, where four blocks cannot reach any p below 2/16; it was
+        // called "no change" at the first look and the bench stopped.
+        let rules = PairedRules::default();
+        let alpha = rules.alpha / 4.0;
+        let mut rng = Rng::new(21);
+        let logs: Vec<f64> = (0..10).map(|_| (1.0f64 / 1.05).ln() + 0.002 * rng.normal()).collect();
+        let early = judge("decode", &logs[..4], Better::Higher, &rules, alpha).unwrap();
+        assert!(early.interval.0 > -rules.equivalence && early.interval.1 < -rules.noise_band, "{early:?}");
+        assert_eq!(early.call, Call::Inconclusive, "{early:?}");
+        assert!(early.why.contains("worse than the ±1.5 % noise band"), "{}", early.why);
+        assert!(!stop_after(8, &[8, 12, 16, 20], &[early]), "the bench goes on to the next look");
+        // Ten blocks show it.
+        let late = judge("decode", &logs, Better::Higher, &rules, alpha).unwrap();
+        assert_eq!(late.call, Call::Regression, "{late:?}");
+        // The same steadiness without a change, or a change inside the noise band, is still "no change".
+        let same: Vec<f64> = logs.iter().map(|x| x - (1.0f64 / 1.05).ln() - 0.01).collect();
+        assert_eq!(judge("decode", &same[..4], Better::Higher, &rules, alpha).unwrap().call, Call::NoChange);
     }
 
     #[test]

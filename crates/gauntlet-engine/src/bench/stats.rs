@@ -357,6 +357,17 @@ pub fn compare_sessions(
                 band * 100.0
             ),
         )
+    } else if worse_lo > band || worse_hi < -band {
+        // Wholly beyond the noise band without significance: a change the test has not shown, not "no change".
+        let side = if worse_lo > band { "worse" } else { "better" };
+        (
+            Call::Inconclusive,
+            format!(
+                "the whole interval{spread_text} is {side} than the ±{:.1} % noise band but {p_text} is not \
+                 significant: a change not yet shown{mde_text}{need_text}",
+                band * 100.0
+            ),
+        )
     } else if width > rules.max_interval {
         (
             Call::Inconclusive,
@@ -500,6 +511,23 @@ mod session_tests {
         let wide = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(measured)).unwrap();
         let narrow = compare_sessions(&base, &rerun, Better::Higher, &rules, Some(many)).unwrap();
         assert!(narrow.interval.1 - narrow.interval.0 < wide.interval.1 - wide.interval.0);
+    }
+
+    #[test]
+    fn an_interval_wholly_beyond_the_noise_band_is_not_no_change_without_significance() {
+        // Three steady samples a side cannot reach a Mann–Whitney p below 0.1, so a steady 4 % longer TPOT is not
+        // shown; its narrow interval (under the 10 % width limit) lies wholly beyond the band all the same, and was
+        // called "no change".
+        let rules = Rules::default();
+        let (base, slow) = ([1.000, 1.001, 0.999], [1.040, 1.041, 1.039]);
+        let c = compare(&base, &slow, Better::Lower, &rules).unwrap();
+        assert!(c.interval.0 > rules.noise_band && c.interval.1 - c.interval.0 < rules.max_interval, "{c:?}");
+        assert!(c.p_value.unwrap() >= rules.alpha, "{c:?}");
+        assert_eq!(c.call, Call::Inconclusive, "{}", c.why);
+        assert!(c.why.contains("worse than the ±1.5 % noise band"), "{}", c.why);
+        // Inside the band the same steadiness is "no change".
+        let same = [1.0005, 1.0015, 0.9995];
+        assert_eq!(compare(&base, &same, Better::Lower, &rules).unwrap().call, Call::NoChange);
     }
 
     #[test]
