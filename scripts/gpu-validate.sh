@@ -22,6 +22,7 @@
 #          4 CPU cores each (default 4) for $DETECT_SECONDS (default 420): paired and stored benches at 20 pairs /
 #          samples, slowdowns 0, 5 and 10 %; the last lane puts both members behind a hop that holds every other
 #          answer 40 ms (GAUNTLET_DETECT_HOLD_MS). One CSV per lane and the combined table land in $OUT.
+#          DETECT_SLOWDOWNS="0 5" measures fewer slowdowns, and more trials of each, in the same time.
 #
 # Outputs land in $OUT (the device tool's folder) or ./gpu-out. Every wait here is bounded.
 set -uo pipefail
@@ -312,7 +313,7 @@ detect)
     ( [ "$hide" = 1 ] && export CUDA_VISIBLE_DEVICES=
       GAUNTLET_DETECT_BIN_DIR=$GV GAUNTLET_DETECT_SERVER=$GV/build/bin/llama-server GAUNTLET_DETECT_SERVER_ARGS="$args" \
       GAUNTLET_DETECT_MODEL=$GV/model.gguf GAUNTLET_DETECT_CSV=$OUT/detect-$name.csv GAUNTLET_DETECT_TRIALS=50 \
-      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="0 5 10" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_DETECT_HOP=shared \
+      GAUNTLET_DETECT_SIZES=20 GAUNTLET_DETECT_SLOWDOWNS="${DETECT_SLOWDOWNS:-0 5 10}" GAUNTLET_DETECT_HOLD_MS=$hold GAUNTLET_DETECT_HOP=shared \
       GAUNTLET_DETECT_TOKENS=${DETECT_TOKENS:-24} GAUNTLET_HOME=$GV/home-$l \
       exec timeout -k 30 "$seconds" taskset -c "$core-$((core + cores - 1))" bash scripts/bench-detection.sh ) \
       >"$GV/detect-$name.log" 2>&1 &

@@ -273,9 +273,16 @@ fn same_workload(a: &Workload, b: &Workload) -> bool {
         == (&b.corpus, b.max_tokens, b.rate, b.seed, &b.field, &b.response_format)
 }
 
-/// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on).
-fn side_of(level: Option<&Level>, name: &str) -> Option<stats::Side> {
-    stats::Side::of_sub_sessions(level?.sub_sessions.as_ref()?.means.get(name)?)
+/// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on), less its batches'
+/// own noise where its samples are one a batch ([`stats::Side::of_batches`]).
+pub(crate) fn side_of(level: Option<&Level>, name: &str) -> Option<stats::Side> {
+    let level = level?;
+    let sub = level.sub_sessions.as_ref()?;
+    let means = sub.means.get(name)?;
+    match level.samples.get(name) {
+        Some(samples) if level.batches_per_sample == 1 => stats::Side::of_batches(means, samples, &sub.batches),
+        _ => stats::Side::of_sub_sessions(means),
+    }
 }
 
 /// Per level and compared metric of `workload`, the between-session spread a comparison with `baseline` counts,

@@ -89,9 +89,9 @@ pub fn spread_line(level: &Level) -> Option<String> {
     let sub = level.sub_sessions.as_ref()?;
     let spreads: Vec<String> = sub
         .means
-        .iter()
-        .filter_map(|(name, means)| {
-            let side = crate::bench::stats::Side::of_sub_sessions(means)?;
+        .keys()
+        .filter_map(|name| {
+            let side = super::bench::side_of(Some(level), name)?;
             Some(format!("{name} ±{:.1} %", side.spread * 100.0))
         })
         .collect();
