@@ -42,7 +42,10 @@ use crate::words::ReceiveClock;
 /// `structured` ([`StructuredTally`]); version 12 and older read without them (nothing was judged).
 /// 14: each of `problems` carries a stable code beside its words ([`crate::Problem`]); version 13 and older read
 /// with their words alone, as code `other`.
-pub const BENCH_VERSION: u32 = 14;
+/// 15: a comparison with a baseline rests its verdict on the deciding metrics (`deciding`: their keys and why those,
+/// [`Deciding`]; each comparison's `deciding`); the others are reported. Version 14 and older read as every compared
+/// metric deciding, as they were judged.
+pub const BENCH_VERSION: u32 = 15;
 
 /// Samples a level keeps of each compared metric: when a long bench reaches this many, neighbouring samples merge
 /// into their means (and `batches_per_sample` doubles), so the level holds at most this many whatever its length.
@@ -495,6 +498,14 @@ pub struct MetricComparison {
     /// every request carried the server's own timings, else `client clock`. Absent before version 11 (the client's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// Whether the bench's verdict rests on this comparison (version 15; older records: every one did). A metric
+    /// that does not decide is reported with its interval and MDE, and its call changes no verdict.
+    #[serde(default = "deciding_by_default")]
+    pub deciding: bool,
+}
+
+fn deciding_by_default() -> bool {
+    true
 }
 
 /// The spread of a session's mean between sessions on one machine (relative standard deviation), and where it
@@ -562,6 +573,17 @@ pub struct BenchRecord {
     /// (version 7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// With a baseline (version 15): the metrics the verdict rests on. Absent: every compared metric decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deciding: Option<Deciding>,
+}
+
+/// The metrics a bench's comparison with its baseline rests its verdict on (their keys in `levels[].samples` and
+/// `comparisons[].metric`), and why those: the profile's `decide`, or the default for the workload's prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deciding {
+    pub metrics: Vec<String>,
+    pub why: String,
 }
 
 /// The spill file of a bench: every measured request's record, one JSON line each, written as the request's batch

@@ -342,6 +342,9 @@ pub fn bench(out: &mut dyn Write, r: &gauntlet_engine::run::BenchRecord, dir: &P
             writeln!(out, "     {}", gauntlet_engine::run::bench_report::comparison_line(l.concurrency, c))?;
         }
     }
+    if let Some(d) = gauntlet_engine::run::bench_report::deciding_line(r) {
+        writeln!(out, "  {d}")?;
+    }
     for p in &r.problems {
         writeln!(out, "  problem: {p}")?;
     }

@@ -164,6 +164,17 @@ impl Side {
         spread.is_finite().then_some(Side { spread, sub_sessions: means.len() })
     }
 
+    /// A bench level's own spread of one metric (its key in `samples`): [`Side::of_batches`] of its sub-sessions
+    /// where its samples are one a batch, else [`Side::of_sub_sessions`]; `None` without sub-sessions.
+    pub fn of_level(level: &gauntlet_schema::bench::Level, name: &str) -> Option<Side> {
+        let sub = level.sub_sessions.as_ref()?;
+        let means = sub.means.get(name)?;
+        match level.samples.get(name) {
+            Some(samples) if level.batches_per_sample == 1 => Side::of_batches(means, samples, &sub.batches),
+            _ => Side::of_sub_sessions(means),
+        }
+    }
+
     /// The spread between sessions that a bench's sub-sessions show once the batches' own noise is taken out of
     /// it: the variance of the sub-session means less the part of it their batches' noise explains (the pooled
     /// variance within sub-sessions times the mean of 1 / batches per sub-session; one-way random effects, by

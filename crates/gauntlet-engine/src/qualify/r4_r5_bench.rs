@@ -24,7 +24,7 @@ pub(super) async fn saturation(
     let w = &profile.qualify.saturation;
     let (mut levels, mut problems) = crate::run::measure(client, profile, w, process, None, reporter).await;
     let rules = crate::bench::stats::Rules::default();
-    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules, &Default::default());
+    let (verdict, assessed) = crate::run::assess(&mut levels, w, None, true, &rules, &Default::default(), None);
     problems.extend(assessed);
     let summary = levels
         .iter()
@@ -59,7 +59,9 @@ pub(super) async fn performance(
     // The promoted baseline is one session: its comparison counts the two sides' measured spreads, or the default
     // one for a baseline that carries none.
     let spreads = crate::run::between_session_spreads(baseline.map(|(b, _)| b), &[], &levels, w, &rules);
-    let (verdict, assessed) = crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules, &spreads);
+    let deciding = baseline.map(|_| crate::run::stored_deciding(profile.bench_decide.as_deref(), w));
+    let (verdict, assessed) =
+        crate::run::assess(&mut levels, w, baseline.map(|(b, _)| b), true, &rules, &spreads, deciding.as_ref());
     problems.extend(assessed);
     if let Some((b, _)) = baseline {
         let path = dir.join(BASELINE_FILE);
@@ -110,6 +112,7 @@ pub(super) async fn performance(
         build: None,
         spill: None,
         server_metrics: None,
+        deciding,
     };
     Outcome { status, summary, failures, data: serde_json::to_value(&record).unwrap_or(Value::Null) }
 }

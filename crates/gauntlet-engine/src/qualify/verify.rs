@@ -429,7 +429,13 @@ fn r5(dir: &Path, file: &Value, problems: &mut Vec<String>) -> Option<StageStatu
     let workload: Workload = parse(&file["workload"], "R5: workload", problems)?;
     let stored: Vec<Level> = parse(&file["levels"], "R5: levels", problems)?;
     let spreads = crate::run::recorded_spreads(&stored, &rules);
-    let (verdict, _) = crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules, &spreads);
+    // The deciding metrics the file names (absent before bench version 15: every compared metric decided).
+    let deciding: Option<crate::run::Deciding> = match file.get("deciding") {
+        None | Some(Value::Null) => None,
+        Some(d) => Some(parse(d, "R5: deciding", problems)?),
+    };
+    let (verdict, _) =
+        crate::run::assess(&mut recomputed, &workload, baseline.as_ref(), true, &rules, &spreads, deciding.as_ref());
     if file["verdict"].as_str() != Some(verdict.as_str()) {
         problems.push(format!("R5: the samples give the verdict {verdict}, the file says {}", file["verdict"]));
     }

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use gauntlet_schema::bench::Call as BenchCall;
 pub use gauntlet_schema::bench::{
-    BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison, RequestRecord,
-    Workload,
+    BENCH_VERSION, Batch, BenchRecord, BenchVerdict, Confirmation, Corpus, Deciding, Level, MetricComparison,
+    RequestRecord, Workload,
 };
 use gauntlet_schema::{Metric, Problem, ProblemCode, StopOutcome, TimingSource};
 use serde_json::{Value, json};
@@ -170,7 +170,8 @@ pub fn run_bench(
     let base = baseline.as_ref().map(|(b, _)| *b);
     let history: Vec<&BenchRecord> = history.iter().collect();
     let spreads = between_session_spreads(base, &history, &levels, workload, &rules);
-    let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads);
+    let deciding = base.map(|_| stored_deciding(profile.bench_decide.as_deref(), workload));
+    let (mut verdict, assessed) = assess(&mut levels, workload, base, loaded, &rules, &spreads, deciding.as_ref());
     problems.extend(assessed);
     if !matches!(closed.stop, StopOutcome::Terminated | StopOutcome::Attached) {
         problems.push(Problem::new(ProblemCode::ServerStop, format!("server stop: {}", closed.stop)));
@@ -208,6 +209,7 @@ pub fn run_bench(
         build,
         spill: Some(spill.finish()),
         server_metrics,
+        deciding,
     };
     write_bench(&record, out_dir)?;
     Ok(record)
@@ -275,14 +277,8 @@ fn same_workload(a: &Workload, b: &Workload) -> bool {
 
 /// A level's own measured spread of one metric: from its sub-sessions' means (version 10 on), less its batches'
 /// own noise where its samples are one a batch ([`stats::Side::of_batches`]).
-pub(crate) fn side_of(level: Option<&Level>, name: &str) -> Option<stats::Side> {
-    let level = level?;
-    let sub = level.sub_sessions.as_ref()?;
-    let means = sub.means.get(name)?;
-    match level.samples.get(name) {
-        Some(samples) if level.batches_per_sample == 1 => stats::Side::of_batches(means, samples, &sub.batches),
-        _ => stats::Side::of_sub_sessions(means),
-    }
+fn side_of(level: Option<&Level>, name: &str) -> Option<stats::Side> {
+    stats::Side::of_level(level?, name)
 }
 
 /// Per level and compared metric of `workload`, the between-session spread a comparison with `baseline` counts,
@@ -382,8 +378,10 @@ pub fn assess(
     loaded: bool,
     rules: &Rules,
     spreads: &Spreads,
+    deciding: Option<&Deciding>,
 ) -> (BenchVerdict, Vec<Problem>) {
     let mut problems = Vec::new();
+    let decides = |name: &str| deciding.is_none_or(|d| d.metrics.iter().any(|m| m == name));
     // A metric both sides measured that could not be compared: the verdict cannot be a pass without it.
     let mut uncomparable = false;
     for l in levels.iter_mut() {
@@ -463,10 +461,16 @@ pub fn assess(
                 ));
                 continue;
             };
-            l.comparisons.push(MetricComparison { clock, ..comparison(name, better, a, b, &c) });
+            l.comparisons.push(MetricComparison {
+                clock,
+                deciding: decides(name),
+                ..comparison(name, better, a, b, &c)
+            });
         }
     }
-    let calls: Vec<BenchCall> = levels.iter().flat_map(|l| l.comparisons.iter().map(|c| c.call)).collect();
+    // Only the deciding metrics make the verdict; the others are reported with their intervals and MDEs.
+    let calls: Vec<BenchCall> =
+        levels.iter().flat_map(|l| l.comparisons.iter().filter(|c| c.deciding).map(|c| c.call)).collect();
     let verdict = if !loaded || levels.iter().any(|l| l.failed() > 0) {
         BenchVerdict::Fail
     } else if baseline.is_none() {
@@ -481,6 +485,25 @@ pub fn assess(
         BenchVerdict::Pass
     };
     (verdict, problems)
+}
+
+/// The metrics a comparison with a stored baseline rests its verdict on: the paired bench's choice
+/// ([`super::paired::deciding_metrics`]: the profile's `decide`, else decode and E2EL, TTFT too for long prompts)
+/// under the keys this bench compares them by: decode (and the paired bench's `itl`, the same mean gap per token)
+/// is mean TPOT ([`DECODE_METRIC`], on the servers' clock where both have one).
+pub fn stored_deciding(decide: Option<&[String]>, workload: &Workload) -> Deciding {
+    let (chosen, why) = super::paired::deciding_metrics(decide, workload, workload.repetitions);
+    let mut metrics: Vec<String> = Vec::new();
+    for m in chosen {
+        let key = match m {
+            Metric::DecodeRate | Metric::TpotMean => DECODE_METRIC.key(),
+            other => other.key(),
+        };
+        if Metric::sampled_all().any(|s| s.key() == key) && !metrics.iter().any(|k| k == key) {
+            metrics.push(key.to_owned());
+        }
+    }
+    Deciding { metrics, why }
 }
 
 /// Whether the decode metric of `baseline` against `candidate` is on the servers' own clock: the engine whose
@@ -512,6 +535,7 @@ fn comparison(name: &str, better: Better, a: &[f64], b: &[f64], c: &Comparison) 
         },
         why: c.why.clone(),
         mde: c.mde,
+        deciding: true,
         within_interval: Some(c.within_interval),
         between_session: c.between.as_ref().map(|b| {
             let side =
@@ -854,17 +878,72 @@ mod report_tests {
         assert_eq!(b.source, "default");
         assert_eq!(b.note.as_deref(), Some("baseline from bench_version 9 carries no measured spread: assumed 20 %"));
         let mut levels = vec![l.clone()];
-        let (verdict, _) = assess(&mut levels, &workload, Some(&old), true, &rules, &spreads);
+        let (verdict, _) = assess(&mut levels, &workload, Some(&old), true, &rules, &spreads, None);
         let c = levels[0].comparisons.iter().find(|c| c.metric == "tpot_mean").unwrap();
         assert!(c.why.contains("carries no measured spread: assumed 20 %"), "{}", c.why);
         assert_eq!(verdict, BenchVerdict::Inconclusive);
         // Against the measured baseline, the same level is no change, and the record states both sides.
         let spreads = between_session_spreads(Some(&base), &[], std::slice::from_ref(&l), &workload, &rules);
-        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads);
+        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads, None);
         assert_eq!(verdict, BenchVerdict::Pass, "{:#?}", levels[0].comparisons);
         let between = levels[0].comparisons[0].between_session.clone().unwrap();
         assert_eq!((between.source.as_str(), between.baseline_side.unwrap().sub_sessions), ("measured", 3));
         assert_eq!(recorded_spreads(&levels, &rules)[&(1, "tpot_mean".to_owned())].source, "measured");
+    }
+
+    /// #30 item 2 for stored baselines: the verdict rests on the deciding metrics (decode and E2EL by default, the
+    /// profile's `decide` otherwise); a call on another metric is reported and changes no verdict.
+    #[test]
+    fn a_stored_comparison_rests_its_verdict_on_the_deciding_metrics() {
+        let workload = Workload::new(vec![1], 4, 0, 8);
+        let d = stored_deciding(None, &workload);
+        assert_eq!(d.metrics, ["tpot_mean", "e2el_mean"]);
+        assert!(d.why.contains("decode-heavy"), "{}", d.why);
+        // decode and itl are both mean TPOT here, named once.
+        let named = stored_deciding(Some(&["ttft".to_owned(), "itl".to_owned(), "decode".to_owned()]), &workload);
+        assert_eq!(named.metrics, ["tpot_mean", "ttft_mean"]);
+        assert!(named.why.contains("decide = [ttft, itl, decode]"), "{}", named.why);
+
+        let steady = |v: f64| -> Vec<f64> { (0..8).map(|i| v * (1.0 + 0.001 * (i % 3) as f64)).collect() };
+        let with = |ttft: f64| {
+            let one = Batch {
+                seconds: 0.1,
+                released_monotonic_ns: None,
+                in_flight_max: 1,
+                receive_clock: None,
+                requests: vec![record(0.0, 0.01)],
+            };
+            let mut l = level(1, vec![one], &workload);
+            l.sub_sessions = None;
+            l.server_clock = None;
+            l.samples = [("output_throughput", 50.0), ("ttft_mean", ttft), ("tpot_mean", 0.01), ("e2el_mean", 0.5)]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), steady(v)))
+                .collect();
+            l
+        };
+        let mut base = bench(vec![with(0.1)]);
+        base.workload = workload.clone();
+        let side = stats::Side { spread: 0.001, sub_sessions: 8 };
+        let spreads: Spreads = ["output_throughput", "ttft_mean", "tpot_mean", "e2el_mean"]
+            .into_iter()
+            .map(|k| ((1, k.to_owned()), stats::Between::measured(side, side)))
+            .collect();
+        let rules = Rules::default();
+        // TTFT twice as long: a regression on a metric that does not decide a decode-heavy workload.
+        let mut levels = vec![with(0.2)];
+        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads, Some(&d));
+        assert_eq!(verdict, BenchVerdict::Pass, "{:#?}", levels[0].comparisons);
+        let ttft = levels[0].comparisons.iter().find(|c| c.metric == "ttft_mean").unwrap();
+        assert_eq!((ttft.call, ttft.deciding), (BenchCall::Regression, false));
+        assert!(levels[0].comparisons.iter().filter(|c| c.deciding).all(|c| c.call == BenchCall::NoChange));
+        assert!(crate::run::bench_report::comparison_line(1, ttft).ends_with("[reported, not deciding]"));
+        // A record before version 15 (no deciding list): every metric decides, as it was judged.
+        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads, None);
+        assert_eq!(verdict, BenchVerdict::Regression);
+        // TTFT named by the profile: it decides.
+        let (verdict, _) = assess(&mut levels, &workload, Some(&base), true, &rules, &spreads, Some(&named));
+        assert_eq!(verdict, BenchVerdict::Regression);
     }
 
     /// What stops a comparison is a problem with its own code, whatever its words: a failed request, a level the
@@ -881,7 +960,7 @@ mod report_tests {
         let failed = RequestRecord { error: Some("connection reset".into()), ..record(0.0, 0.01) };
         let workload = Workload::new(vec![2], 4, 0, 2);
         let codes = |levels: &mut Vec<Level>, base: Option<&BenchRecord>| {
-            let (verdict, problems) = assess(levels, &workload, base, true, &Rules::default(), &Spreads::new());
+            let (verdict, problems) = assess(levels, &workload, base, true, &Rules::default(), &Spreads::new(), None);
             (verdict, problems.iter().map(|p| p.code).collect::<Vec<_>>())
         };
         let short = level(2, vec![batch(vec![record(0.0, 0.01), failed], 1); 2], &workload);

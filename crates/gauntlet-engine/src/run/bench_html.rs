@@ -360,6 +360,7 @@ fn comparison_section(r: &BenchRecord) -> Markup {
     html! {
         (title)
         @if let Some(svg) = svg { (PreEscaped(svg)) }
+        @if let Some(d) = crate::run::bench_report::deciding_line(r) { p { (d) "." } }
         table {
             tr {
                 th { "Concurrency" } th { "Metric" } th { "Baseline → now" } th { "Change (interval)" } th { "p" }
@@ -372,7 +373,7 @@ fn comparison_section(r: &BenchRecord) -> Markup {
                     td { (pct(c.change)) " % (" (pct(c.interval.0)) " … " (pct(c.interval.1)) " %)" }
                     td { (c.p_value.map_or("n/a".into(), |p| format!("{p:.3}"))) }
                     td { (crate::run::bench_report::mde_text(c)) }
-                    td class=(c.call) { (c.call) }
+                    td class=(c.call) { (c.call) @if !c.deciding { " (reported, not deciding)" } }
                     td { (c.why) }
                 } "\n"
             }

@@ -57,7 +57,14 @@ pub fn comparison_line(concurrency: usize, c: &MetricComparison) -> String {
         mde_text(c),
         c.call,
         c.why
-    )
+    ) + if c.deciding { "" } else { " [reported, not deciding]" }
+}
+
+/// "deciding metrics: tpot_mean, e2el_mean (the default for a decode-heavy workload …)": what a comparison with a
+/// baseline rests its verdict on. `None` without a baseline, or for a record before version 15.
+pub fn deciding_line(r: &gauntlet_schema::bench::BenchRecord) -> Option<String> {
+    let d = r.deciding.as_ref()?;
+    Some(format!("deciding metrics: {} ({}); the others are reported", d.metrics.join(", "), d.why))
 }
 
 /// "MDE 12.3 % (between-session spread ±10.0 %, default)": the smallest change the comparison could have seen. A
@@ -91,7 +98,7 @@ pub fn spread_line(level: &Level) -> Option<String> {
         .means
         .keys()
         .filter_map(|name| {
-            let side = super::bench::side_of(Some(level), name)?;
+            let side = crate::bench::stats::Side::of_level(level, name)?;
             Some(format!("{name} ±{:.1} %", side.spread * 100.0))
         })
         .collect();
@@ -339,6 +346,9 @@ pub fn markdown(r: &BenchRecord) -> String {
         r.levels.iter().flat_map(|l| l.comparisons.iter().map(move |c| (l.concurrency, c))).collect();
     if !comparisons.is_empty() {
         let _ = writeln!(md, "\n## Against the baseline\n");
+        if let Some(d) = deciding_line(r) {
+            let _ = writeln!(md, "{d}.\n");
+        }
         for (conc, c) in comparisons {
             let _ = writeln!(md, "- {}", comparison_line(conc, c));
         }

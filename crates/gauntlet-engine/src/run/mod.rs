@@ -14,9 +14,9 @@ mod room;
 // The bench record's types live in the schema crate; re-exported here so that callers keep their paths.
 pub(crate) use bench::level;
 pub use bench::{
-    BENCH_VERSION, Batch, BenchReadError, BenchRecord, BenchVerdict, Confirmation, Corpus, Level, MetricComparison,
-    RequestRecord, Spreads, Workload, assess, between_session_spreads, confirm, read_bench, read_corpus,
-    recorded_spreads, run_bench, write_bench,
+    BENCH_VERSION, Batch, BenchReadError, BenchRecord, BenchVerdict, Confirmation, Corpus, Deciding, Level,
+    MetricComparison, RequestRecord, Spreads, Workload, assess, between_session_spreads, confirm, read_bench,
+    read_corpus, recorded_spreads, run_bench, stored_deciding, write_bench,
 };
 pub(crate) use room::to_timeline;
 

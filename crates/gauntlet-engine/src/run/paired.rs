@@ -54,11 +54,19 @@ pub const LONG_PROMPT_CHARS: usize = 2000;
 /// it gives one; else decode rate and E2EL, and TTFT too when the prompts this bench sends (one per pair, after
 /// the warm-ups) are long: their median at least [`LONG_PROMPT_CHARS`] characters.
 pub fn deciding(decide: Option<&[String]>, workload: &Workload, max_pairs: usize) -> (Vec<String>, String) {
-    let full = |short: &str| {
-        Metric::PAIRED.iter().find(|m| m.decide_name() == Some(short)).and_then(|m| m.paired_key()).map(str::to_owned)
-    };
+    let (metrics, why) = deciding_metrics(decide, workload, max_pairs);
+    (metrics.iter().filter_map(|m| m.paired_key()).map(str::to_owned).collect(), why)
+}
+
+/// The metrics a bench's verdict rests on, as [`Metric::PAIRED`]'s (the names `decide` takes), and why those: the
+/// profile's `decide` list when it gives one; else decode rate and E2EL, and TTFT too when the first `prompts`
+/// prompts after the warm-ups are long (their median at least [`LONG_PROMPT_CHARS`] characters). The paired bench
+/// judges them under their paired keys ([`deciding`]), a comparison with a stored baseline under its own
+/// (`run::bench`).
+pub fn deciding_metrics(decide: Option<&[String]>, workload: &Workload, prompts: usize) -> (Vec<Metric>, String) {
+    let full = |short: &str| Metric::PAIRED.iter().copied().find(|m| m.decide_name() == Some(short));
     if let Some(names) = decide.filter(|d| !d.is_empty()) {
-        let chosen: Vec<String> = Metric::PAIRED
+        let chosen: Vec<Metric> = Metric::PAIRED
             .iter()
             .filter_map(|m| m.decide_name())
             .filter(|short| names.iter().any(|n| n == short))
@@ -69,7 +77,7 @@ pub fn deciding(decide: Option<&[String]>, workload: &Workload, max_pairs: usize
         }
     }
     let mut lengths: Vec<usize> =
-        (0..max_pairs.max(1)).map(|i| workload.prompt(workload.warmups + i).chars().count()).collect();
+        (0..prompts.max(1)).map(|i| workload.prompt(workload.warmups + i).chars().count()).collect();
     lengths.sort_unstable();
     let median = lengths[lengths.len() / 2];
     let long = median >= LONG_PROMPT_CHARS;

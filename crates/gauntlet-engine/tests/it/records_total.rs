@@ -196,7 +196,7 @@ fn assess_against(baseline: &BenchRecord, candidate: &BenchRecord) -> (BenchReco
     let base = parse_bench_record(&serde_json::to_string(baseline).unwrap(), "baseline").unwrap();
     let mut out = candidate.clone();
     let (verdict, problems) =
-        assess(&mut out.levels, &out.workload.clone(), Some(&base), true, &Rules::default(), &Spreads::new());
+        assess(&mut out.levels, &out.workload.clone(), Some(&base), true, &Rules::default(), &Spreads::new(), None);
     out.verdict = verdict;
     (out, problems)
 }
