@@ -196,7 +196,7 @@ pub(super) async fn determinism(client: &Client, profile: &Profile, restart: Res
     // With a draft: the suite once more on the draft's server, as the gate asks it, for the losslessness step.
     let lossless_against = restart.lossless_against;
     let draft_answers = match lossless_against {
-        Some(_) => super::r1_correctness::ask_suite(client, profile, threads, limit).await,
+        Some(_) => super::r1_correctness::ask_suite(client, profile, threads, limit, None).await.0,
         None => Vec::new(),
     };
     let mut reference_runs: Option<ReferenceRuns> = None;

@@ -15,7 +15,7 @@ use crate::client::{Client, ClientError, Patience, TokenDialect};
 use crate::identity::Identity;
 use crate::manifest::Profile;
 use crate::server::describe_exit;
-use crate::session::{BusyPatience, Session, SessionOptions, Threads};
+use crate::session::{Budget, BusyPatience, Session, SessionOptions, Threads};
 use crate::suite::{Case, evaluate, observed_text};
 use crate::util::{environment, now_rfc3339};
 use crate::verdict;
@@ -86,14 +86,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     }
     let client = session.client.clone();
 
-    // The suite budget is the server's time, not the machine's: each case's seconds that the server's threads spent
-    // waiting for CPUs other processes held (a build beside it on a shared runner) are given back to the budget,
-    // up to [`BUDGET_STRETCH_MAX`] times the budget in all, so that a busy machine does not fail an unchanged server
-    // over its budget while a server that is itself slower still does.
-    let suite_started = Instant::now();
-    let budget_cap = suite_started + profile.suite_budget.mul_f64(BUDGET_STRETCH_MAX);
-    let mut budget_credit = Duration::ZERO;
-    let mut budget_deadline = suite_started + profile.suite_budget;
+    // The suite budget is the server's time, not the machine's ([`Budget`]): each case's seconds that the server's
+    // threads spent waiting for CPUs other processes held are given back to it.
+    let mut budget = Budget::new(profile.suite_budget);
     let mut over_budget = false;
     let mut crashed = session.exited().is_some();
     // A request timed out and the server then answered neither its health path nor a tiny generation.
@@ -120,7 +115,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             Some("server is not running")
         } else if hung {
             Some("server stopped answering")
-        } else if now >= budget_deadline {
+        } else if now >= budget.deadline() {
             over_budget = true;
             Some("suite budget spent")
         } else if matches!(source_observed, Some(None)) {
@@ -131,7 +126,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         if let Some(reason) = skip {
             record.skip_reason = Some(reason.into());
         } else {
-            let deadline = (now + profile.request_timeout).min(budget_deadline);
+            let deadline = (now + profile.request_timeout).min(budget.deadline());
             let source = repeat_source(case, &cases, profile);
             // Read outside the request's timing: the cases are sequential, so what the threads did between the two
             // samples is this case's.
@@ -139,7 +134,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             let asked = Instant::now();
             // Past its timeout, a request is waited on while the server's threads work (busy, not hung), within the
             // budget.
-            let mut patience = BusyPatience::new(session.threads(), profile.request_timeout, budget_deadline);
+            let mut patience = BusyPatience::new(session.threads(), profile.request_timeout, budget.deadline());
             let answered = rt.block_on(answer_case(&client, case, &mut record, source, deadline, &mut patience));
             let wall = asked.elapsed();
             let waited = patience.describe();
@@ -150,8 +145,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                 let secs = |ns: u64| ns as f64 / 1e9;
                 let (cpu, wait, throttled) = (secs(acc.cpu_ns), secs(acc.wait_ns), secs(acc.throttled_ns));
                 let share = crate::compare::speed::contention(cpu, wait, throttled, wall.as_secs_f64());
-                budget_credit += wall.mul_f64(share);
-                budget_deadline = (suite_started + profile.suite_budget + budget_credit).min(budget_cap);
+                budget.give_back(wall, share);
                 if answered.is_ok() {
                     cpu_group = a.group().map(|g| g.display().to_string());
                     let seconds = record.seconds.unwrap_or(0.0);
@@ -170,7 +164,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                 );
             }
             if let Err(e) = answered {
-                if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget_deadline {
+                if matches!(e, ClientError::Timeout { .. }) && Instant::now() >= budget.deadline() {
                     over_budget = true;
                 }
                 let what = match &waited {
@@ -184,8 +178,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                 // a crash, rather than each waiting out its own timeout.
                 if matches!(e, ClientError::Timeout { .. })
                     && session.exited().is_none()
-                    && Instant::now() < budget_deadline
-                    && let Err(why) = rt.block_on(still_answers(&client, profile, session.threads(), budget_deadline))
+                    && Instant::now() < budget.deadline()
+                    && let Err(why) = rt.block_on(still_answers(&client, profile, session.threads(), budget.deadline()))
                 {
                     hung = true;
                     let what = format!(
@@ -214,13 +208,14 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         reporter.event(&RunEvent::CaseFinished { index, total, case: Box::new(record.clone()) });
         cases.push(record);
     }
-    if !budget_credit.is_zero() {
+    if !budget.credit().is_zero() {
         session.life.event(
             "budget-credit",
             format!(
                 "the suite budget was extended by {:.1}s, what the server's threads waited for CPUs other processes \
-                 held (at most {BUDGET_STRETCH_MAX}× the budget in all)",
-                budget_credit.as_secs_f64()
+                 held (at most {}× the budget in all)",
+                budget.credit().as_secs_f64(),
+                Budget::STRETCH_MAX
             ),
         );
     }
@@ -231,12 +226,12 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             format!(
                 "suite budget of {}{} spent before every case ran",
                 humantime::format_duration(profile.suite_budget),
-                if budget_credit.is_zero() {
+                if budget.credit().is_zero() {
                     String::new()
                 } else {
                     format!(
                         " (and {:.1}s given back for the server's waits for other processes' CPUs)",
-                        budget_credit.as_secs_f64()
+                        budget.credit().as_secs_f64()
                     )
                 }
             ),
@@ -371,10 +366,6 @@ pub(crate) fn case_request(case: &Case, profile: &Profile) -> serde_json::Value 
 
 /// How long each self-description request may take.
 const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How far the suite budget stretches on a busy machine, as a multiple of itself: the time the server's threads
-/// waited for CPUs other processes held is given back to the budget up to this bound, so the suite still ends.
-const BUDGET_STRETCH_MAX: f64 = 3.0;
 
 /// What the health path said to the probe after a timeout (any HTTP answer counts as an answer).
 #[derive(Debug, thiserror::Error)]

@@ -42,7 +42,7 @@ use crate::server::{ServerProcess, SpawnError};
 
 pub use crate::server::server_pids;
 pub use identity::compute_identity;
-pub use patience::{BusyPatience, Look, Threads};
+pub use patience::{Budget, BusyPatience, Look, Threads};
 pub use steps::OnGpu;
 pub(crate) use steps::server_build_info;
 pub(crate) use steps::server_on_gpu;

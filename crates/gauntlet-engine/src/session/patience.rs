@@ -34,8 +34,58 @@ pub enum Threads<'a> {
     Unreadable,
 }
 
+/// A time budget counted on the server's clock (the gate's suite budget, qualify's R1): the seconds the server's
+/// threads waited for CPUs that other processes held (a build beside it on a shared runner) are given back to it,
+/// up to [`Budget::STRETCH_MAX`] times the budget in all, so that a busy machine does not fail an unchanged server
+/// over its time while a server that is itself slower still does, and the whole still ends.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    started: Instant,
+    budget: Duration,
+    credit: Duration,
+}
+
+impl Budget {
+    /// How far a budget stretches on a busy machine, as a multiple of itself.
+    pub const STRETCH_MAX: f64 = 3.0;
+
+    /// A budget of `budget` from now.
+    pub fn new(budget: Duration) -> Budget {
+        Budget { started: Instant::now(), budget, credit: Duration::ZERO }
+    }
+
+    /// A budget that ends at `end` unless time is given back.
+    pub fn until(end: Instant) -> Budget {
+        Budget::new(end.saturating_duration_since(Instant::now()))
+    }
+
+    /// Gives back `share` (0 to 1: the server's wait for other processes' CPUs, `compare::speed::contention`) of
+    /// `wall`.
+    pub fn give_back(&mut self, wall: Duration, share: f64) {
+        if share.is_finite() && share > 0.0 {
+            self.credit += wall.mul_f64(share.min(1.0));
+        }
+    }
+
+    /// When the budget ends now: its start, its length and what was given back, never past [`Budget::cap`].
+    pub fn deadline(&self) -> Instant {
+        (self.started + self.budget + self.credit).min(self.cap())
+    }
+
+    /// The latest it can end: [`Budget::STRETCH_MAX`] times the budget after its start.
+    pub fn cap(&self) -> Instant {
+        self.started + self.budget.mul_f64(Self::STRETCH_MAX)
+    }
+
+    /// The seconds given back so far.
+    pub fn credit(&self) -> Duration {
+        self.credit
+    }
+}
+
 impl Threads<'_> {
-    fn sample(&self) -> Option<Sample> {
+    /// What the server's threads have done since they started (`None` where they cannot be read).
+    pub fn sample(&self) -> Option<Sample> {
         match self {
             Threads::Spawned(p) => Some(p.sched_sample()),
             Threads::Attached(listeners) => {
@@ -165,6 +215,23 @@ impl Patience for BusyPatience<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::Budget;
+
+    #[test]
+    fn a_budget_takes_back_the_servers_wait_up_to_three_times_itself() {
+        let mut b = Budget::new(std::time::Duration::from_secs(10));
+        let plain = b.deadline();
+        b.give_back(std::time::Duration::from_secs(4), 0.5);
+        assert_eq!(b.credit(), std::time::Duration::from_secs(2));
+        assert_eq!(b.deadline(), plain + std::time::Duration::from_secs(2));
+        b.give_back(std::time::Duration::from_secs(4), f64::NAN);
+        b.give_back(std::time::Duration::from_secs(4), -1.0);
+        assert_eq!(b.credit(), std::time::Duration::from_secs(2), "nothing given back for a share that is no share");
+        b.give_back(std::time::Duration::from_secs(100), 7.0);
+        assert_eq!(b.deadline(), b.cap(), "never past three times the budget");
+        assert_eq!(b.cap(), plain + std::time::Duration::from_secs(20));
+    }
+
     use super::*;
 
     /// Without threads to read, the deadline stands, and the description says why.

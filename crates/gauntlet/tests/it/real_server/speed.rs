@@ -313,6 +313,69 @@ fn a_crowded_machine_gives_the_suite_budget_back_and_a_server_slowed_by_its_own_
     assert!(quota.has_finding("over-budget"), "{}", quota.explain());
 }
 
+/// `qualify`'s R1 counts its time on the server's clock as the gate's suite budget does (the CI-workflow replay's R1
+/// timed out beside a cargo build at normal priority, 2026-12-07): the short suite under a 15 s R1 limit, crowded by
+/// two busy loops whose group weighs four times the server's, runs every case with the server's waits for those
+/// CPUs given back, and is not timed out; slowed as much by its own CPU quota, R1 times out.
+#[test]
+fn a_crowded_machine_gives_qualify_r1_its_time_back_and_a_server_slowed_by_its_own_quota_does_not_get_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let manifest = manifest(dir.path(), port);
+    // Qualification needs the model's digest (SmolLM2-135M-Instruct Q4_1, as netfault.rs pins it).
+    let sha256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+    let mut text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("path = \"model.gguf\"\n", &format!("path = \"model.gguf\"\nsha256 = \"{sha256}\"\n"));
+    assert!(text.contains(sha256), "{text}");
+    text.push_str("[profiles.speed.qualify]\ntimeouts = { R1 = \"15s\" }\n");
+    std::fs::write(&manifest, text).unwrap();
+    let qualify = |out: &str| -> Value {
+        let out = dir.path().join(out);
+        let args =
+            ["qualify", "--manifest", manifest.to_str().unwrap(), "--stages", "R1", "--out", out.to_str().unwrap()];
+        let home = home();
+        let store = dir.path().join("store");
+        let env = [("GAUNTLET_STORE", store.to_str().unwrap()), ("GAUNTLET_HOME", home.to_str().unwrap())];
+        let o = gauntlet(&args, &env, std::time::Duration::from_secs(300));
+        let report = std::fs::read_to_string(out.join("qualification.json"))
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        let report: Value = serde_json::from_str(&report).unwrap();
+        let mut row = report["stages"].as_array().unwrap().iter().find(|s| s["id"] == "R1").cloned().unwrap();
+        // The stage's own file holds its data (the cases, the seconds given back).
+        let file = std::fs::read_to_string(out.join(row["file"].as_str().unwrap())).unwrap_or_else(|e| {
+            panic!("{e}: {report}\n{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+        });
+        row["data"] = serde_json::from_str(&file).unwrap();
+        row
+    };
+
+    let server_group = Group::new("r1-crowded", None, 1024);
+    let hogs_group = Group::new("r1-hogs", None, 4096);
+    server_group.select(&manifest);
+    let hogs = [hog(&hogs_group), hog(&hogs_group)];
+    let load = loadavg();
+    let crowded = qualify("crowded");
+    drop(hogs);
+    assert_server_gone(port);
+    drop((server_group, hogs_group));
+    eprintln!("R1 crowded (load average {load} → {}): {}", loadavg(), crowded["summary"]);
+    assert_eq!(crowded["timed_out"].as_bool(), Some(false), "{crowded}");
+    let given = crowded["data"]["given_back_seconds"].as_f64().unwrap_or(0.0);
+    assert!(given > 0.0, "{crowded}");
+    assert!(crowded["summary"].as_str().unwrap().contains("given back for the server's waits"), "{crowded}");
+    let cases = crowded["data"]["cases"].as_array().unwrap();
+    assert!(cases.iter().all(|c| c["error"].is_null() && c["skip_reason"].is_null()), "{cases:?}");
+
+    let slowed = Group::new("r1-slowed", Some(25_000), 16 * 1024);
+    slowed.select(&manifest);
+    let quota = qualify("quota");
+    assert_server_gone(port);
+    drop(slowed);
+    eprintln!("R1 under a quota of 25 ms per 100 ms: {}", quota["summary"]);
+    assert_eq!(quota["timed_out"].as_bool(), Some(true), "{quota}");
+}
+
 /// Busy, not hung (issue #30; CI 2026-12-06, where vLLM on 2 cores was still prefilling `needle` at its 120 s
 /// timeout): a request past its timeout is waited on while the server's threads compute it, and answered. One case
 /// whose prompt is about 1500 tokens, prefilled by one thread (several seconds here), under a 1 s request timeout.
