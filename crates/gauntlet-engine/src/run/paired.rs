@@ -68,9 +68,8 @@ pub fn deciding_metrics(decide: Option<&[String]>, workload: &Workload, prompts:
     if let Some(names) = decide.filter(|d| !d.is_empty()) {
         let chosen: Vec<Metric> = Metric::PAIRED
             .iter()
-            .filter_map(|m| m.decide_name())
-            .filter(|short| names.iter().any(|n| n == short))
-            .filter_map(full)
+            .copied()
+            .filter(|m| m.decide_name().is_some_and(|short| names.iter().any(|n| n == short)))
             .collect();
         if !chosen.is_empty() {
             return (chosen, format!("the profile's `decide = [{}]`", names.join(", ")));
