@@ -19,7 +19,9 @@ use crate::bench::{BenchVerdict, Better, Call, RequestRecord, Workload};
 /// when every pair has them from one engine, else on the client's clock. A version 3 record reads with the client's.
 /// 5: each of `problems` carries a stable code beside its words ([`crate::Problem`]); version 4 and older read with
 /// their words alone, as code `other`.
-pub const PAIRED_VERSION: u32 = 5;
+/// 6: `false_call_bound`, the most often this run's looks and rules call an unchanged twin's deciding metric a
+/// regression (exact under the signed-rank test's null); version 5 and older read without it.
+pub const PAIRED_VERSION: u32 = 6;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Member {
@@ -186,6 +188,12 @@ pub struct PairedRecord {
     /// in older records (the client's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_clock: Option<String>,
+    /// The most often an unchanged twin would have any deciding metric called a regression with these looks,
+    /// rules and deciding metrics (version 6): exact under the signed-rank test's null, whatever the spread or
+    /// shape of the noise, when the ABBA blocks' contrasts are independent and symmetric about zero
+    /// (`gauntlet_engine::bench::paired::false_regression_bound`). Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub false_call_bound: Option<f64>,
     /// Why the run stopped where it did.
     pub stopped: String,
     pub verdict: BenchVerdict,

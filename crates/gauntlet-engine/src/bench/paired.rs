@@ -281,6 +281,59 @@ pub fn signed_rank_p(differences: &[f64]) -> Option<f64> {
     Some((2.0 * stats::normal_sf(z)).clamp(0.0, 1.0))
 }
 
+/// The chance that `n` contrasts of an unchanged pair of servers give a two-sided signed-rank p below `level`:
+/// exact over the 2^n equally likely sign patterns of the ranks 1..=n (the test's null, no ties) up to
+/// [`EXACT_MAX`] contrasts, `level` itself above (the normal approximation's nominal size). 0 for no contrast.
+pub fn null_tail(n: usize, level: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    if n > EXACT_MAX {
+        return level.clamp(0.0, 1.0);
+    }
+    let total = n * (n + 1) / 2;
+    // ways[w]: sign patterns whose positive ranks sum to w.
+    let mut ways = vec![0.0f64; total + 1];
+    ways[0] = 1.0;
+    for r in 1..=n {
+        for w in (r..=total).rev() {
+            ways[w] += ways[w - r];
+        }
+    }
+    let all: f64 = ways.iter().sum();
+    let mut below = 0.0;
+    let mut tail = 0.0;
+    for &here in &ways {
+        let low = below + here;
+        let high = all - below;
+        // As [`signed_rank_p`] computes it for this rank sum.
+        if (2.0 * low.min(high) / all).min(1.0) < level {
+            tail += here;
+        }
+        below = low;
+    }
+    tail / all
+}
+
+/// The most often an unchanged twin has any deciding metric called a regression over the looks of `schedule`
+/// (pairs at each look), `deciding` metrics sharing each look's level `alpha / looks` by Holm's step-down: at a
+/// look Holm rejects nothing unless the smallest deciding p is below `alpha / looks / deciding`; each metric's p is
+/// below that with at most [`null_tail`] chance over its blocks (or fewer, where some were left out), half of it
+/// on the side of a regression (an unchanged twin's block contrasts are symmetric about zero); summed over the
+/// metrics and the looks. A union bound, so it holds however the metrics correlate and the looks depend on each
+/// other; distribution-free, so it holds whatever the spread or shape of the noise, as long as the block contrasts
+/// are independent and symmetric about zero. A call also needs the interval wholly beyond the noise band, which
+/// only lowers the chance.
+pub fn false_regression_bound(schedule: &[usize], alpha: f64, deciding: usize) -> f64 {
+    if schedule.is_empty() || deciding == 0 {
+        return 0.0;
+    }
+    let level = alpha / schedule.len() as f64 / deciding as f64;
+    let per_look = |pairs: usize| (1..=pairs / 2).map(|n| null_tail(n, level)).fold(0.0, f64::max);
+    let sum: f64 = schedule.iter().map(|&pairs| deciding as f64 * 0.5 * per_look(pairs)).sum();
+    sum.min(1.0)
+}
+
 /// Seeded percentile-bootstrap interval of the median of `values` at `confidence`.
 pub fn median_interval(values: &[f64], resamples: usize, confidence: f64, seed: u64) -> Option<(f64, f64)> {
     if values.is_empty() || resamples == 0 {
@@ -422,6 +475,51 @@ mod tests {
         assert_eq!(signed_rank_p(&[0.0, 0.0]), None);
         assert_eq!(signed_rank_p(&[]), None);
         assert_eq!(signed_rank_p(&[1.0, f64::NAN]), None);
+    }
+
+    #[test]
+    fn null_tail_counts_the_sign_patterns_whose_p_is_below_the_level() {
+        // Every sign pattern of the ranks 1..=n, judged by the test itself.
+        for n in 1..=12usize {
+            for level in [0.002, 0.00625, 0.0125, 0.05, 0.2] {
+                let below = (0u32..1 << n)
+                    .filter(|signs| {
+                        let d: Vec<f64> =
+                            (1..=n).map(|r| if signs >> (r - 1) & 1 == 1 { r as f64 } else { -(r as f64) }).collect();
+                        signed_rank_p(&d).unwrap() < level
+                    })
+                    .count();
+                let exact = below as f64 / f64::from(1u32 << n);
+                assert!((null_tail(n, level) - exact).abs() < 1e-12, "n {n}, level {level}: {exact}");
+            }
+        }
+        assert_eq!(null_tail(0, 0.05), 0.0);
+        // Four blocks cannot reach p below 2/16; ten reach 2/1024.
+        assert_eq!(null_tail(4, 0.1), 0.0);
+        assert!((null_tail(10, 0.00625) - 6.0 / 1024.0).abs() < 1e-12);
+        assert_eq!(null_tail(EXACT_MAX + 1, 0.01), 0.01);
+    }
+
+    #[test]
+    fn the_default_schedule_calls_an_unchanged_twin_a_regression_less_than_one_time_in_a_hundred() {
+        // 20 pairs, looks at 8, 12, 16 and 20 (alpha 0.05 / 4 each), decode and E2EL deciding: only the look at
+        // 20 pairs (10 blocks) can reach Holm's first level 0.00625, with 6 of 1024 sign patterns, half of them
+        // on the side of a regression, for each of the two metrics.
+        let schedule = looks(8, 20);
+        assert_eq!(schedule, [8, 12, 16, 20]);
+        let alpha = PairedRules::default().alpha;
+        let two = false_regression_bound(&schedule, alpha, 2);
+        assert!((two - 6.0 / 1024.0).abs() < 1e-12, "{two}");
+        let three = false_regression_bound(&schedule, alpha, 3);
+        assert!(two < 0.01 && three < 0.01, "{two} {three}");
+        // One deciding metric at a single look is the test's own size on one side: at most alpha / 2.
+        let one = false_regression_bound(&[20], alpha, 1);
+        assert!(one <= alpha / 2.0 && one > 0.0, "{one}");
+        // More looks at more pairs: still bounded, never above 1.
+        let long = false_regression_bound(&looks(8, 400), alpha, 3);
+        assert!(long > 0.0 && long <= alpha / 2.0 + 1e-12, "{long}");
+        assert_eq!(false_regression_bound(&[], alpha, 2), 0.0);
+        assert_eq!(false_regression_bound(&schedule, alpha, 0), 0.0);
     }
 
     #[test]

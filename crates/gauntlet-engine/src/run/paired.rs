@@ -435,6 +435,7 @@ pub fn run_paired(
             pairs.len()
         )
     });
+    let false_call_bound = stats::false_regression_bound(&schedule, rules.alpha, decide.len());
     let record = PairedRecord {
         paired_version: PAIRED_VERSION,
         gauntlet_version: env!("CARGO_PKG_VERSION").into(),
@@ -452,6 +453,7 @@ pub fn run_paired(
         rules,
         equal_work: EqualWork { ignore_eos: true, prompt_cache_off, equal_pairs, pairs: pairs.len() },
         pairs,
+        false_call_bound: Some(false_call_bound),
         deciding: decide,
         deciding_why,
         metrics: verdicts,
@@ -508,6 +510,24 @@ pub fn write_paired(record: &PairedRecord, out_dir: &Path) -> Result<(), GateErr
 
 fn pct(x: f64) -> String {
     format!("{:+.1} %", x * 100.0)
+}
+
+/// "with 4 looks (8, 12, 16, 20 pairs) and 2 deciding metrics, an unchanged twin has a deciding metric called a
+/// regression at most 0.59 % of the time (…)": the record's `false_call_bound` in words; `None` in records before it.
+pub fn false_call_line(r: &PairedRecord) -> Option<String> {
+    let bound = r.false_call_bound?;
+    let looks: Vec<String> = r.looks.iter().map(usize::to_string).collect();
+    Some(format!(
+        "with {} look{} ({} pairs) and {} deciding metric{}, an unchanged twin has a deciding metric called a \
+         regression at most {:.2} % of the time (exact under the signed-rank test's null, whatever the noise's size \
+         or shape, if the ABBA blocks are independent)",
+        r.looks.len(),
+        if r.looks.len() == 1 { "" } else { "s" },
+        looks.join(", "),
+        r.deciding.len(),
+        if r.deciding.len() == 1 { "" } else { "s" },
+        bound * 100.0
+    ))
 }
 
 /// One line per metric: "decode_tokens_per_second: −11.8 % (99.4 % interval −13.0 % … −10.5 %), p = 0.0020, MDE
@@ -626,6 +646,9 @@ pub fn markdown(r: &PairedRecord) -> String {
         r.rules.noise_band * 100.0,
         r.rules.equivalence * 100.0
     );
+    if let Some(line) = false_call_line(r) {
+        let _ = writeln!(s, "- False calls: {line}.");
+    }
     for p in &r.problems {
         let _ = writeln!(s, "- Problem: {}", esc(&p.text));
     }
@@ -705,6 +728,7 @@ mod tests {
             period_effects: vec![],
             left_out: Some("pair 1".into()),
             decode_clock: None,
+            false_call_bound: Some(6.0 / 1024.0),
             stopped: "s".into(),
             verdict: BenchVerdict::Pass,
             problems: vec![],
@@ -713,7 +737,8 @@ mod tests {
         let mut v = serde_json::to_value(&record).unwrap();
         let o = v.as_object_mut().unwrap();
         o.insert("paired_version".into(), json!(2));
-        for k in ["deciding", "deciding_why", "period_effects", "left_out"] {
+        assert!(markdown(&record).contains("- False calls: with 1 look"), "{}", markdown(&record));
+        for k in ["deciding", "deciding_why", "period_effects", "left_out", "false_call_bound"] {
             assert!(o.remove(k).is_some() || k == "period_effects", "{k}");
         }
         for m in o["metrics"].as_array_mut().unwrap() {
@@ -727,5 +752,6 @@ mod tests {
         assert!(old.metrics[0].deciding && old.metrics[0].blocks == 0, "{:?}", old.metrics[0]);
         assert!(old.deciding.is_empty() && old.period_effects.is_empty() && old.pairs[0].values.is_empty());
         assert!(markdown(&old).contains("| e2el | yes |"), "{}", markdown(&old));
+        assert!(old.false_call_bound.is_none() && !markdown(&old).contains("False calls"), "{}", markdown(&old));
     }
 }

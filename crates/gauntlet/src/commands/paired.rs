@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use gauntlet_engine::manifest::{Manifest, Profile};
 use gauntlet_engine::run::BenchVerdict;
 use gauntlet_engine::run::Workload;
-use gauntlet_engine::run::paired::{PairedMode, PairedOptions, metric_line, period_line, run_paired};
+use gauntlet_engine::run::paired::{PairedMode, PairedOptions, false_call_line, metric_line, period_line, run_paired};
 
 use super::{default_out_dir, identity_of, select_profile, skip_or_fail};
 use crate::Outcome;
@@ -66,6 +66,9 @@ pub(crate) fn paired(
     }
     if let Some(l) = &record.left_out {
         let _ = writeln!(o, "  left out: {l}");
+    }
+    if let Some(line) = false_call_line(&record) {
+        let _ = writeln!(o, "  false calls: {line}");
     }
     for p in &record.problems {
         let _ = writeln!(o, "  problem: {p}");

@@ -85,6 +85,9 @@ fn paired_bench_asks_in_abba_order_and_calls_a_slower_decode_a_regression() {
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(record["paired_version"], gauntlet_schema::paired::PAIRED_VERSION);
     assert_eq!(record["verdict"], "regression", "{text}");
+    // Looks at 8, 12, 16 and 20 pairs with decode and E2EL deciding: 6 of 1024 (exact, below 1 %).
+    assert_eq!(record["false_call_bound"].as_f64(), Some(6.0 / 1024.0), "{record}");
+    assert!(text.contains("false calls: with 4 looks (8, 12, 16, 20 pairs) and 2 deciding metrics, an unchanged twin has a deciding metric called a regression at most 0.59 % of the time"), "{text}");
     // Each side's server counted its own requests between the scrapes: at least one warm-up and one per pair (a
     // fresh connection is warmed with a request of its own), and the same on both sides: equal work.
     let finished: Vec<f64> = ["a", "b"]
