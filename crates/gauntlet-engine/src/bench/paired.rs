@@ -255,20 +255,10 @@ pub fn signed_rank_p(differences: &[f64]) -> Option<f64> {
         i = j + 1;
     }
     let plus: usize = d.iter().zip(&doubled).filter(|(x, _)| **x > 0.0).map(|(_, r)| r).sum();
-    let total: usize = doubled.iter().sum();
     if n <= EXACT_MAX {
-        // Number of sign patterns giving each doubled positive-rank sum, as f64 (2^60 is exact enough here).
-        let mut ways = vec![0.0f64; total + 1];
-        ways[0] = 1.0;
-        for &r in &doubled {
-            for s in (r..=total).rev() {
-                ways[s] += ways[s - r];
-            }
-        }
+        let ways = sign_patterns(&doubled);
         let all: f64 = ways.iter().sum();
-        let low: f64 = ways[..=plus].iter().sum::<f64>() / all;
-        let high: f64 = ways[plus..].iter().sum::<f64>() / all;
-        return Some((2.0 * low.min(high)).min(1.0));
+        return Some(two_sided(ways[..=plus].iter().sum(), ways[plus..].iter().sum(), all));
     }
     let nf = n as f64;
     let w = plus as f64 / 2.0;
@@ -281,6 +271,25 @@ pub fn signed_rank_p(differences: &[f64]) -> Option<f64> {
     Some((2.0 * stats::normal_sf(z)).clamp(0.0, 1.0))
 }
 
+/// The number of sign patterns of `doubled` (doubled ranks) giving each doubled positive-rank sum, as f64 (2^60 is
+/// exact enough here): the signed-rank statistic's exact null distribution.
+fn sign_patterns(doubled: &[usize]) -> Vec<f64> {
+    let total: usize = doubled.iter().sum();
+    let mut ways = vec![0.0f64; total + 1];
+    ways[0] = 1.0;
+    for &r in doubled {
+        for s in (r..=total).rev() {
+            ways[s] += ways[s - r];
+        }
+    }
+    ways
+}
+
+/// The two-sided exact p of a rank sum from the patterns at or below it (`low`) and at or above it (`high`).
+fn two_sided(low: f64, high: f64, all: f64) -> f64 {
+    (2.0 * low.min(high) / all).min(1.0)
+}
+
 /// The chance that `n` contrasts of an unchanged pair of servers give a two-sided signed-rank p below `level`:
 /// exact over the 2^n equally likely sign patterns of the ranks 1..=n (the test's null, no ties) up to
 /// [`EXACT_MAX`] contrasts, `level` itself above (the normal approximation's nominal size). 0 for no contrast.
@@ -291,23 +300,14 @@ pub fn null_tail(n: usize, level: f64) -> f64 {
     if n > EXACT_MAX {
         return level.clamp(0.0, 1.0);
     }
-    let total = n * (n + 1) / 2;
-    // ways[w]: sign patterns whose positive ranks sum to w.
-    let mut ways = vec![0.0f64; total + 1];
-    ways[0] = 1.0;
-    for r in 1..=n {
-        for w in (r..=total).rev() {
-            ways[w] += ways[w - r];
-        }
-    }
+    let doubled: Vec<usize> = (1..=n).map(|r| 2 * r).collect();
+    let ways = sign_patterns(&doubled);
     let all: f64 = ways.iter().sum();
     let mut below = 0.0;
     let mut tail = 0.0;
     for &here in &ways {
         let low = below + here;
-        let high = all - below;
-        // As [`signed_rank_p`] computes it for this rank sum.
-        if (2.0 * low.min(high) / all).min(1.0) < level {
+        if here > 0.0 && two_sided(low, all - below, all) < level {
             tail += here;
         }
         below = low;
@@ -329,8 +329,14 @@ pub fn false_regression_bound(schedule: &[usize], alpha: f64, deciding: usize) -
         return 0.0;
     }
     let level = alpha / schedule.len() as f64 / deciding as f64;
-    let per_look = |pairs: usize| (1..=pairs / 2).map(|n| null_tail(n, level)).fold(0.0, f64::max);
-    let sum: f64 = schedule.iter().map(|&pairs| deciding as f64 * 0.5 * per_look(pairs)).sum();
+    // The level is the same at every look: each block count's tail once, then the most any count up to a look's
+    // blocks gives (`most[n]`).
+    let blocks = schedule.iter().max().map_or(0, |p| p / 2);
+    let mut most = vec![0.0f64; blocks + 1];
+    for n in 1..=blocks {
+        most[n] = most[n - 1].max(null_tail(n, level));
+    }
+    let sum: f64 = schedule.iter().map(|&pairs| deciding as f64 * 0.5 * most[pairs / 2]).sum();
     sum.min(1.0)
 }
 
