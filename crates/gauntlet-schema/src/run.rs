@@ -20,6 +20,8 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 12 added the machine's other work beside the server: `neighbours` in each case's CPU account, pooled in
 /// `decode.speed_check.neighbours` and judged in its `judgement`; older records read without it (unknown).
 /// Version 13 added the same share for the load, `server.load_cpu.neighbours`; older records read without it.
+/// Version 14 added the machine's own speed beside the cases, `decode.speed_check.machine`, and its comparison in
+/// the `judgement` (`machine_shift`); older records read without them (not measured).
 /// Version 8 added `server_metrics` (the server's Prometheus counters before and after the suite); older records
 /// read without it.
 /// Version 9 added `server.load_cpu` (the server's CPU time and its threads' wait for a CPU during the load);
@@ -39,11 +41,11 @@ use crate::words::{KernelLogState, SkipKind, StopOutcome};
 /// Version 5 typed the identity: it gained `build` (the server binary's digest, moved from
 /// `runtime.server_binary_sha256`).
 /// Version 2 split the identity (what must match to compare) from `runtime` (what may change and only warns).
-pub const RUN_RECORD_VERSION: u32 = 13;
+pub const RUN_RECORD_VERSION: u32 = 14;
 /// Versions of `run.json` this gauntlet can read. A version-1 record reads with an empty `runtime`; its identity
 /// has the older shape, so it never matches a version-2 identity and is refused as a baseline with the fields named.
 /// Version 3 added `sentry` (kernel log, GPU wait); older records read without it.
-pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
+pub const RUN_RECORD_READABLE: &[u32] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
 
 /// The outcome of a run, ordered from best to worst so that `max` folds verdicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -490,9 +492,26 @@ pub struct SpeedCheck {
     /// other processes used (see [`CaseCpu::neighbours`]). None when no case has one (version 11 and older).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbours: Option<f64>,
+    /// How fast the machine itself was while the cases ran (version 14): a fixed piece of gauntlet's own work,
+    /// timed before each case and after the last while the server was idle. None when not measured (version 13
+    /// and older).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineSpeed>,
     /// The decision against the baseline; None without a baseline to compare with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judgement: Option<SpeedJudgement>,
+}
+
+/// The machine's speed over a run: the medians of its readings, each measure on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MachineSpeed {
+    /// Bytes per second read in a pass over a buffer larger than the caches: the memory traffic a decode on the CPU
+    /// is made of.
+    pub memory_bytes_per_second: f64,
+    /// Dependent floating-point steps per second: the core's own speed.
+    pub steps_per_second: f64,
+    /// How many readings the medians are of.
+    pub readings: u32,
 }
 
 /// One case's account: summed over the server's threads between the request's start and its end.
@@ -521,6 +540,10 @@ pub struct CaseCpu {
     /// by an amount no counter shows. None when the machine's counters were not readable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbours: Option<f64>,
+    /// The machine's speed just before the case (version 14): the medians of the readings taken then (see
+    /// [`SpeedCheck::machine`]). Recorded, not yet judged: the run's medians correct the decode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<MachineSpeed>,
 }
 
 /// Whether decode was judged against the baseline, and why.
@@ -548,6 +571,11 @@ pub struct SpeedJudgement {
     /// The same median without the correction, for comparison: what the wall clocks alone said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uncorrected_median_ratio: Option<f64>,
+    /// How far the machine's own speed moved between the baseline and this run (version 14): the larger of its two
+    /// measures' shifts, each 1 − slower / faster (0.3: one measure 30 % slower on one side than on the other),
+    /// when both runs measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_shift: Option<f64>,
 }
 
 /// What a draft model did over a run's answers: summed counts, and the two rates derived from them.

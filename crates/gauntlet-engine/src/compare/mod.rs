@@ -245,6 +245,18 @@ pub fn compare_with(run: &RunRecord, baseline: &RunRecord, t: &Thresholds, decod
                     });
                     (None, false, None, true)
                 }
+                speed::DecodeCheck::MachineMoved { shift, memory, slower } => {
+                    out.push(Finding {
+                        kind: FindingKind::SpeedNotJudged,
+                        severity: Severity::Info,
+                        message: format!(
+                            "decode speed not judged: {}",
+                            speed::machine_moved_reason(shift, memory, slower)
+                        ),
+                        case: None,
+                    });
+                    (None, false, None, true)
+                }
                 speed::DecodeCheck::NoCases => (None, false, None, false),
             };
             let clock = |r: &speed::CaseRatios| match (&why_not, corrected) {

@@ -44,6 +44,17 @@ pub fn speed_check_line(run: &gauntlet_schema::RunRecord) -> Option<String> {
     if let Some(n) = c.neighbours {
         line.push_str(&format!("; other processes used {} of the CPU time the server left", pct(n)));
     }
+    if let Some(m) = c.machine {
+        line.push_str(&format!(
+            "; the machine: {:.1} GB/s through a cache-sized buffer, {:.0} M dependent steps/s ({} readings)",
+            m.memory_bytes_per_second / 1e9,
+            m.steps_per_second / 1e6,
+            m.readings
+        ));
+        if let Some(shift) = c.judgement.as_ref().and_then(|j| j.machine_shift) {
+            line.push_str(&format!(", {} apart from the baseline's", pct(shift)));
+        }
+    }
     if let Some(j) = &c.judgement {
         if j.judged {
             line.push_str(&format!("; judged: {}", j.reason));

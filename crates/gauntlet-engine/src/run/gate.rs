@@ -104,6 +104,10 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
     // whose throttled time was read.
     let mut accounts: Vec<gauntlet_schema::CaseCpu> = Vec::new();
     let mut cpu_group: Option<String> = None;
+    // The machine's own speed, timed before each case and after the last while a spawned server is idle
+    // (`server::probe`): the speed check compares it with the baseline's.
+    let probe = session.process.is_some().then(crate::server::probe::Probe::new);
+    let mut machine: Vec<crate::server::probe::Reading> = Vec::new();
     for (index, case) in profile.suite.cases.iter().enumerate() {
         let mut record = new_case_record(case, profile);
         let source_observed =
@@ -128,6 +132,9 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         } else {
             let deadline = (now + profile.request_timeout).min(budget.deadline());
             let source = repeat_source(case, &cases, profile);
+            let stop = probe.as_ref().map(crate::server::probe::Probe::readings).unwrap_or_default();
+            let stop_speed = machine_speed(&stop);
+            machine.extend(stop);
             // Read outside the request's timing: the cases are sequential, so what the threads did between the two
             // samples is this case's.
             let before = session.process.as_ref().map(crate::server::ServerProcess::sched_sample);
@@ -149,12 +156,14 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
                 if answered.is_ok() {
                     cpu_group = a.group().map(|g| g.display().to_string());
                     let seconds = record.seconds.unwrap_or(0.0);
-                    accounts.push(crate::compare::speed::case_cpu(
+                    let mut account = crate::compare::speed::case_cpu(
                         &case.id,
                         (cpu, wait, throttled, seconds),
                         acc.busy_threads,
                         acc.neighbours,
-                    ));
+                    );
+                    account.machine = stop_speed;
+                    accounts.push(account);
                 }
             }
             if let (Ok(()), Some(line)) = (&answered, &waited) {
@@ -208,6 +217,10 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
         reporter.event(&RunEvent::CaseFinished { index, total, case: Box::new(record.clone()) });
         cases.push(record);
     }
+    if !accounts.is_empty() {
+        machine.extend(probe.as_ref().map(crate::server::probe::Probe::readings).unwrap_or_default());
+    }
+    drop(probe);
     if !budget.credit().is_zero() {
         session.life.event(
             "budget-credit",
@@ -276,7 +289,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 
     let mut decode = decode_summary(&cases);
     if !accounts.is_empty() {
-        decode.speed_check = Some(crate::compare::speed::speed_check(accounts, cpu_group));
+        decode.speed_check = Some(crate::compare::speed::speed_check(accounts, cpu_group, machine_speed(&machine)));
     }
     let mut record = RunRecord {
         schema_version: RUN_RECORD_VERSION,
@@ -617,6 +630,15 @@ fn estimate_tokens(a: &Answer) -> u64 {
     let chars = (a.content.chars().count() + a.reasoning.chars().count()) as u64;
     let events = a.timeline.iter().filter(|e| !e.content.is_empty() || !e.reasoning.is_empty()).count() as u64;
     chars.div_ceil(4).max(events)
+}
+
+/// The record's form of some machine readings: their medians and how many. None without readings.
+fn machine_speed(readings: &[crate::server::probe::Reading]) -> Option<gauntlet_schema::MachineSpeed> {
+    crate::server::probe::median(readings).map(|m| gauntlet_schema::MachineSpeed {
+        memory_bytes_per_second: m.memory_bytes_per_second,
+        steps_per_second: m.steps_per_second,
+        readings: readings.len() as u32,
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 mod cgroup;
 mod group;
 mod port_owner;
+pub mod probe;
 mod process;
 pub mod sched;
 mod signals;

@@ -41,6 +41,7 @@ const ALLOWED: &[(&str, &str, usize, &str)] = &[
     ("gauntlet-engine/src/server/process.rs", "fs::read_to_string(", 2, "/proc/PID/stat: kernel files"),
     ("gauntlet-engine/src/server/sched.rs", "read_dir(", 1, "lists /proc/PID/task (each schedstat is read bounded)"),
     ("gauntlet-engine/src/server/group.rs", "read_dir(", 1, "lists /proc"),
+    ("gauntlet-engine/src/server/probe.rs", "read_dir(", 1, "lists sysfs's cache folders (each field is read bounded)"),
     ("gauntlet-engine/src/server/port_owner.rs", "fs::read_to_string(", 1, "/proc/net/tcp*: kernel files"),
     ("gauntlet-engine/src/server/port_owner.rs", "read_dir(", 2, "lists /proc and /proc/PID/fd"),
     ("gauntlet-engine/src/qualify/drift.rs", "fs::read_to_string(", 1, "/proc/PID/status: a kernel file"),

@@ -312,7 +312,7 @@ fn accounted(run: &mut RunRecord, tps: &[f64], cpu: f64, wait: f64, throttled: f
             Some(ServerTimings { predicted_per_second: Some(*tps), ..ServerTimings::default() });
         cases.push(gauntlet_engine::compare::speed::case_cpu(&c.id, (cpu, wait, throttled, cpu + wait), threads, None));
     }
-    run.decode.speed_check = Some(gauntlet_engine::compare::speed::speed_check(cases, None));
+    run.decode.speed_check = Some(gauntlet_engine::compare::speed::speed_check(cases, None, None));
 }
 
 /// Decode put on the server's CPU clock: a run that is 50 % slower on both wall clocks because its threads waited
@@ -407,7 +407,7 @@ fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
         for c in &mut check.cases {
             c.neighbours = share;
         }
-        *check = gauntlet_engine::compare::speed::speed_check(std::mem::take(&mut check.cases), None);
+        *check = gauntlet_engine::compare::speed::speed_check(std::mem::take(&mut check.cases), None, None);
     };
     // One thread computing the whole request (cpu + wait = wall): a decode on the CPU.
     accounted(&mut base, &base_tps, 0.38, 0.02, 0.0, 1);
@@ -437,7 +437,7 @@ fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
             .iter()
             .map(|c| gauntlet_engine::compare::speed::case_cpu(&c.case, (0.004, wait, 0.0, 0.4), 1, Some(0.9)))
             .collect();
-        *check = gauntlet_engine::compare::speed::speed_check(cases, None);
+        *check = gauntlet_engine::compare::speed::speed_check(cases, None, None);
     };
     slept(&mut base, &base_tps, 0.001);
     slept(&mut run, &slower, 0.001);
@@ -456,6 +456,85 @@ fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
     assert_eq!(speed(&run, &base).iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), ["speed-not-judged"]);
 }
 
+/// A decode on the CPU is not judged when the machine itself moved further than unchanged runs on a quiet VM ever
+/// did: its cache pass 30 % slower on one side, or its dependent chain 10 %, with nothing in the VM to show it (the
+/// host's other guests). The slower side is named; a machine that moved less is judged on the plain ratios (the pass
+/// does not correct them); records without the measure (version 13) and a server that slept through its requests
+/// (a GPU's decode) are judged as before.
+#[test]
+fn a_cpu_decode_on_a_machine_that_moved_past_the_measured_range_is_not_judged() {
+    let (mut run, mut base) = record();
+    run.findings.clear();
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
+    run.cases = base.cases.clone();
+    let base_tps = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0];
+    let speed = |run: &RunRecord, base: &RunRecord| -> Vec<(String, String)> {
+        gauntlet_engine::compare::compare(run, base, &run.thresholds)
+            .into_iter()
+            .filter(|f| ["slow-decode", "speed-unsettled", "speed-not-judged"].contains(&f.kind.to_string().as_str()))
+            .map(|f| (f.kind.to_string(), f.message))
+            .collect()
+    };
+    let kinds = |f: Vec<(String, String)>| f.into_iter().map(|f| f.0).collect::<Vec<_>>();
+    let machine = |run: &mut RunRecord, memory: f64, steps: f64| {
+        run.decode.speed_check.as_mut().unwrap().machine = Some(gauntlet_schema::MachineSpeed {
+            memory_bytes_per_second: memory,
+            steps_per_second: steps,
+            readings: 27,
+        });
+    };
+    let judged = |run: &RunRecord, base: &RunRecord| gauntlet_engine::compare::speed::judgement(run, base).unwrap();
+    // One quiet thread computing each request, a quarter slower, on a machine that moved within the range: warns on
+    // the plain ratios, and the shift is recorded.
+    accounted(&mut base, &base_tps, 0.38, 0.02, 0.0, 1);
+    accounted(&mut run, &base_tps.map(|v| v * 0.75), 0.38, 0.02, 0.0, 1);
+    machine(&mut base, 10e9, 500e6);
+    machine(&mut run, 8e9, 510e6);
+    assert_eq!(kinds(speed(&run, &base)), ["slow-decode"]);
+    let j = judged(&run, &base);
+    assert!(j.judged && (j.machine_shift.unwrap() - 0.2).abs() < 1e-9, "{j:?}");
+    assert!((j.median_ratio.unwrap() - 0.75).abs() < 1e-9, "not corrected by the machine: {j:?}");
+    // The run's cache pass at half the baseline's: not judged, the slower side named.
+    machine(&mut run, 5e9, 500e6);
+    let found = speed(&run, &base);
+    assert_eq!(kinds(found.clone()), ["speed-not-judged"]);
+    assert!(
+        found[0].1.contains(
+            "slower during this run's cases: a pass over a buffer the size of its last-level cache took 100 % longer"
+        ),
+        "{found:?}"
+    );
+    assert!(found[0].1.contains("(judged up to 43 %, the widest unchanged runs spread on a quiet VM)"), "{found:?}");
+    let j = judged(&run, &base);
+    assert!(!j.judged && j.machine_shift == Some(0.5) && j.median_ratio.is_none(), "{j:?}");
+    // The baseline's chain 27 % slower: the core's own speed; not judged either.
+    machine(&mut run, 10e9, 500e6);
+    machine(&mut base, 10e9, 365e6);
+    let found = speed(&run, &base);
+    assert!(
+        found.len() == 1
+            && found[0].1.contains(
+                "slower during the baseline's cases: a chain of dependent floating-point steps took 37 % longer"
+            ),
+        "{found:?}"
+    );
+    // A baseline without the measure (version 13): judged as before.
+    base.decode.speed_check.as_mut().unwrap().machine = None;
+    assert_eq!(kinds(speed(&run, &base)), ["slow-decode"]);
+    assert!(judged(&run, &base).machine_shift.is_none());
+    // A server that slept through its requests (a GPU's decode): the CPU's speed is not its own; judged.
+    machine(&mut base, 10e9, 500e6);
+    machine(&mut run, 5e9, 500e6);
+    for r in [&mut run, &mut base] {
+        let check = r.decode.speed_check.as_mut().unwrap();
+        for c in &mut check.cases {
+            *c = gauntlet_engine::compare::speed::case_cpu(&c.case, (0.004, 0.001, 0.0, 0.4), 1, Some(0.0));
+        }
+    }
+    assert_eq!(kinds(speed(&run, &base)), ["slow-decode"]);
+}
+
 /// The report states the speed check: the run's contention and, against a baseline, whether decode was judged.
 #[test]
 fn the_report_states_the_speed_check() {
@@ -472,6 +551,23 @@ fn the_report_states_the_speed_check() {
     let mut measured = run.clone();
     measured.decode.speed_check.as_mut().unwrap().neighbours = Some(0.03);
     assert!(md(&measured).contains("throttled); other processes used 3 % of the CPU time the server left |"));
+    // With the machine measured (version 14), its speed is stated, and how far it was from the baseline's.
+    let speed = |memory: f64| gauntlet_schema::MachineSpeed {
+        memory_bytes_per_second: memory,
+        steps_per_second: 5e8,
+        readings: 27,
+    };
+    measured.decode.speed_check.as_mut().unwrap().machine = Some(speed(6.0e9));
+    let mut measured_base = base.clone();
+    measured_base.decode.speed_check.as_mut().unwrap().machine = Some(speed(1.2e10));
+    assert!(md(&measured).contains(
+        "the CPU time the server left; the machine: 6.0 GB/s through a cache-sized buffer, 500 M dependent steps/s \
+         (27 readings) |"
+    ));
+    measured.decode.speed_check.as_mut().unwrap().judgement =
+        gauntlet_engine::compare::speed::judgement(&measured, &measured_base);
+    let text = md(&measured);
+    assert!(text.contains("(27 readings), 50 % apart from the baseline's; not judged: the machine itself"), "{text}");
     run.decode.speed_check.as_mut().unwrap().judgement = gauntlet_engine::compare::speed::judgement(&run, &base);
     let text = md(&run);
     assert!(text.contains("; judged: 5 cases compared on the server's timings, each corrected"), "{text}");

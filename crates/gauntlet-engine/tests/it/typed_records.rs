@@ -56,7 +56,7 @@ fn version_4_binary_digest_moves_into_the_identity_build_and_the_digest_holds() 
     // Written again, it is a current record whose identity reads back typed.
     let again = parse_run_record(&serde_json::to_string(&run).unwrap()).unwrap();
     assert_eq!(again.identity, run.identity);
-    assert_eq!(RUN_RECORD_VERSION, 13);
+    assert_eq!(RUN_RECORD_VERSION, 14);
 }
 
 #[test]
@@ -472,7 +472,7 @@ fn the_speed_check_reads_back_and_older_records_have_none() {
         gauntlet_engine::compare::speed::case_cpu("a", (0.25, 0.2, 0.05, 0.48), 1, None),
         gauntlet_engine::compare::speed::case_cpu("b", (0.24, 0.1, 0.0, 0.35), 1, Some(0.2)),
     ];
-    let mut check = gauntlet_engine::compare::speed::speed_check(cases, Some("/sys/fs/cgroup/cpu/g".into()));
+    let mut check = gauntlet_engine::compare::speed::speed_check(cases, Some("/sys/fs/cgroup/cpu/g".into()), None);
     let base = run.clone();
     run.decode.speed_check = Some(check.clone());
     check.judgement = gauntlet_engine::compare::speed::judgement(&run, &base);

@@ -155,9 +155,10 @@ fn measured(run: &Run) -> String {
                 .collect()
         })
         .unwrap_or_default();
+    let machine = &c["machine"];
     format!(
         "verdict {}, wall {:.0}s, load {:.2}s (cpu {}, wait {}, throttled {}), contention {}, neighbours {}, busy \
-         threads {}, throttled {}s, cases [{}], judgement {}",
+         threads {}, throttled {}s, machine {:.2} GB/s {:.1} Msteps/s ({} readings), cases [{}], judgement {}",
         r["verdict"],
         r["wall_seconds"].as_f64().unwrap_or(f64::NAN),
         r["server"]["load_seconds"].as_f64().unwrap_or(f64::NAN),
@@ -168,6 +169,9 @@ fn measured(run: &Run) -> String {
         c["neighbours"],
         c["busy_threads"],
         c["throttled_seconds"],
+        f(&machine["memory_bytes_per_second"]) / 1e9,
+        f(&machine["steps_per_second"]) / 1e6,
+        machine["readings"],
         factors.join(", "),
         c["judgement"]
     )
@@ -191,24 +195,53 @@ fn warned(findings: &[Value], kind: &str) -> bool {
     findings.iter().any(|f| f["kind"] == kind && f["severity"] == "warn")
 }
 
+/// What one attempt of the quota test saw: the quota judged (and warned, or the test failed), or the machine's own
+/// speed moved between the baseline and the quota's run, so that the gate rightly did not judge decode.
+enum Attempt {
+    Judged,
+    MachineMoved(String),
+}
+
+/// The gate's speed check on the real server, one thread: an unchanged re-run does not warn, and a 30 % CPU quota on
+/// the server's group does. The machine's own speed moves between runs with nothing in the VM to show it (a host's
+/// other guests: the CI run of 2026-12-07 had its baseline take 37 % more CPU time per token than the run ten
+/// seconds later, and the quota passed against it). The gate measures the machine at every case and puts decode on
+/// its clock; past the range that correction was measured over it does not judge decode, saying so. The quota must
+/// be judged to be shown, so the test then takes a new baseline, at most three times, and fails naming the shifts.
 #[test]
 fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
     assert!(home().join("bin/xllamacpp-server").is_file(), "run scripts/setup.sh first");
     let dir = tempfile::tempdir().unwrap();
-    let baseline = dir.path().join("baseline.json");
+    let mut moved = Vec::new();
+    for attempt in 1..=3 {
+        match quota_attempt(&dir.path().join(format!("attempt-{attempt}"))) {
+            Attempt::Judged => return,
+            Attempt::MachineMoved(why) => {
+                eprintln!("attempt {attempt}: the machine moved, not judged: {why}");
+                moved.push(why);
+            }
+        }
+    }
+    panic!("in each of 3 attempts the machine's own speed moved between the baseline and the quota's run: {moved:#?}");
+}
+
+fn quota_attempt(dir: &Path) -> Attempt {
+    std::fs::create_dir_all(dir).unwrap();
+    let baseline = dir.join("baseline.json");
     let port = free_port();
-    let manifest = manifest(dir.path(), port);
+    let manifest = manifest(dir, port);
 
     let first_group = Group::new("baseline", None, 1024);
     first_group.select(&manifest);
     let load = loadavg();
-    let first = run_profile(&manifest, &dir.path().join("first"), &["--write-baseline", baseline.to_str().unwrap()]);
+    let first = run_profile(&manifest, &dir.join("first"), &["--write-baseline", baseline.to_str().unwrap()]);
     assert_server_gone(port);
     assert!(baseline.is_file(), "{}", first.explain());
     eprintln!("baseline (load average {load} → {}): {}", loadavg(), measured(&first));
     let check = &first.record.as_ref().unwrap()["decode"]["speed_check"];
     assert_eq!(check["cases"].as_array().map(Vec::len), Some(8), "every case has its CPU account: {check}");
     assert_eq!(check["busy_threads"], 1, "`-t 1`: one thread decodes: {check}");
+    assert!(check["machine"]["readings"].as_u64() >= Some(8), "the machine was measured at every case: {check}");
     drop(first_group);
 
     // Every run in a group of its own, so that the unchanged re-run and the slowed one differ from the baseline by
@@ -216,7 +249,7 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
     let same = Group::new("unchanged", None, 1024);
     same.select(&manifest);
     let load = loadavg();
-    let second = run_profile(&manifest, &dir.path().join("second"), &["--baseline", baseline.to_str().unwrap()]);
+    let second = run_profile(&manifest, &dir.join("second"), &["--baseline", baseline.to_str().unwrap()]);
     assert_server_gone(port);
     drop(same);
     let unchanged = speed_findings(&second);
@@ -231,7 +264,7 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
     let slowed = Group::new("quota", Some(70_000), 16 * 1024);
     slowed.select(&manifest);
     let load = loadavg();
-    let third = run_profile(&manifest, &dir.path().join("third"), &["--baseline", baseline.to_str().unwrap()]);
+    let third = run_profile(&manifest, &dir.join("third"), &["--baseline", baseline.to_str().unwrap()]);
     assert_server_gone(port);
     let stat = slowed.cpu_stat();
     drop(slowed);
@@ -255,7 +288,13 @@ fn an_unchanged_rerun_does_not_warn_on_speed_and_a_cpu_quota_does() {
         crowded(&first),
         crowded(&third)
     );
+    if let Some(f) = quota.iter().find(|f| {
+        f["kind"] == "speed-not-judged" && f["message"].as_str().unwrap_or("").contains("the machine itself was slower")
+    }) {
+        return Attempt::MachineMoved(f["message"].as_str().unwrap_or("").to_owned());
+    }
     assert!(warned(&quota, "slow-decode"), "a 30 % slower server must warn: {quota:?}\n{}", third.explain());
+    Attempt::Judged
 }
 
 /// A busy-loop shell in `group`, killed and reaped on drop.
