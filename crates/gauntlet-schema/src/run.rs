@@ -541,7 +541,7 @@ pub struct CaseCpu {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbours: Option<f64>,
     /// The machine's speed just before the case (version 14): the medians of the readings taken then (see
-    /// [`SpeedCheck::machine`]). Recorded, not yet judged: the run's medians correct the decode.
+    /// [`SpeedCheck::machine`]). Recorded, not judged: only the run's medians are compared with the baseline's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<MachineSpeed>,
 }
