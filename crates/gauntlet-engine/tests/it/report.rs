@@ -381,6 +381,28 @@ fn decode_is_corrected_onto_the_servers_cpu_clock_and_not_judged_under_heavy_con
     assert!(found[0].2.contains("uncorrected: the baseline (run.json version 10) has no CPU account"), "{found:?}");
 }
 
+/// Decode speeds of the eight cases of [`eight_cases`] on a baseline.
+const EIGHT_RATES: [f64; 8] = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0];
+
+/// A run and its baseline with eight passing cases and no findings.
+fn eight_cases() -> (RunRecord, RunRecord) {
+    let (mut run, mut base) = record();
+    run.findings.clear();
+    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
+    run.cases = base.cases.clone();
+    (run, base)
+}
+
+/// The speed findings of a comparison: kind and message.
+fn speed_notes(run: &RunRecord, base: &RunRecord) -> Vec<(String, String)> {
+    gauntlet_engine::compare::compare(run, base, &run.thresholds)
+        .into_iter()
+        .filter(|f| ["slow-decode", "speed-unsettled", "speed-not-judged"].contains(&f.kind.to_string().as_str()))
+        .map(|f| (f.kind.to_string(), f.message))
+        .collect()
+}
+
 /// A decode on the CPU is not judged when other processes used more than a quarter of the CPU time the server
 /// left, on either side: their memory traffic changes each CPU second of the server (measured 0–35 % on a 2-core
 /// VM), so a 30 % slower run beside a build is named, not warned about, and the same run on a quiet machine warns.
@@ -388,20 +410,10 @@ fn decode_is_corrected_onto_the_servers_cpu_clock_and_not_judged_under_heavy_con
 /// baseline without the measure is judged on the run's side alone.
 #[test]
 fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
-    let (mut run, mut base) = record();
-    run.findings.clear();
-    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
-    run.cases = base.cases.clone();
-    let base_tps = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0];
+    let (mut run, mut base) = eight_cases();
+    let base_tps = EIGHT_RATES;
     let slower = base_tps.map(|v| v * 0.7);
-    let speed = |run: &RunRecord, base: &RunRecord| -> Vec<(String, String)> {
-        gauntlet_engine::compare::compare(run, base, &run.thresholds)
-            .into_iter()
-            .filter(|f| ["slow-decode", "speed-unsettled", "speed-not-judged"].contains(&f.kind.to_string().as_str()))
-            .map(|f| (f.kind.to_string(), f.message))
-            .collect()
-    };
+    let speed = speed_notes;
     let neighbours = |run: &mut RunRecord, share: Option<f64>| {
         let check = run.decode.speed_check.as_mut().unwrap();
         for c in &mut check.cases {
@@ -463,19 +475,9 @@ fn a_cpu_decode_beside_busy_neighbours_is_not_judged() {
 /// (a GPU's decode) are judged as before.
 #[test]
 fn a_cpu_decode_on_a_machine_that_moved_past_the_measured_range_is_not_judged() {
-    let (mut run, mut base) = record();
-    run.findings.clear();
-    let ids = ["a", "b", "c", "d", "e", "f", "g", "h"];
-    base.cases = ids.iter().map(|id| case(id, CaseStatus::Pass, Some("x"))).collect();
-    run.cases = base.cases.clone();
-    let base_tps = [100.0, 120.0, 90.0, 110.0, 105.0, 95.0, 100.0, 130.0];
-    let speed = |run: &RunRecord, base: &RunRecord| -> Vec<(String, String)> {
-        gauntlet_engine::compare::compare(run, base, &run.thresholds)
-            .into_iter()
-            .filter(|f| ["slow-decode", "speed-unsettled", "speed-not-judged"].contains(&f.kind.to_string().as_str()))
-            .map(|f| (f.kind.to_string(), f.message))
-            .collect()
-    };
+    let (mut run, mut base) = eight_cases();
+    let base_tps = EIGHT_RATES;
+    let speed = speed_notes;
     let kinds = |f: Vec<(String, String)>| f.into_iter().map(|f| f.0).collect::<Vec<_>>();
     let machine = |run: &mut RunRecord, memory: f64, steps: f64| {
         run.decode.speed_check.as_mut().unwrap().machine = Some(gauntlet_schema::MachineSpeed {
