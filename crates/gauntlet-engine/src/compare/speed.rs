@@ -68,8 +68,8 @@ pub const NEIGHBOURS_LIMIT: f64 = 0.25;
 /// third, nothing in the VM to show it.
 pub const MACHINE_MEMORY_LIMIT: f64 = 0.30;
 /// The most the machine's dependent chain ([`MachineSpeed::steps_per_second`]) may be slower on one side than on
-/// the other for a decode on the CPU to be judged: the core itself at another speed. Its runs' medians stayed within 9 % of each other over the 57 quiet runs on the 2-core VM (480–528 M
-/// steps/s).
+/// the other for a decode on the CPU to be judged: the core itself at another speed. Its runs' medians stayed
+/// within 9 % of each other over the 57 quiet runs on the 2-core VM (480–528 M steps/s).
 pub const MACHINE_STEPS_LIMIT: f64 = 0.10;
 
 /// The time a case's account is a share of: its threads' time on a CPU and waiting for one, or the request's wall
@@ -220,15 +220,10 @@ pub fn machine_shift(now: &MachineSpeed, then: &MachineSpeed) -> Option<MachineS
     })
 }
 
-fn machines(run: &RunRecord, baseline: &RunRecord) -> Option<(MachineSpeed, MachineSpeed)> {
-    let m = |r: &RunRecord| r.decode.speed_check.as_ref().and_then(|c| c.machine);
-    Some((m(run)?, m(baseline)?))
-}
-
 /// The machine's shift between two records, when both measured the machine.
 fn machine_shift_of(run: &RunRecord, baseline: &RunRecord) -> Option<MachineShift> {
-    let (now, then) = machines(run, baseline)?;
-    machine_shift(&now, &then)
+    let m = |r: &RunRecord| r.decode.speed_check.as_ref().and_then(|c| c.machine);
+    machine_shift(&m(run)?, &m(baseline)?)
 }
 
 /// A record's account when it has one for at least one case.
@@ -384,7 +379,7 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
             median_ratio: None,
             upper_ratio: None,
             uncorrected_median_ratio: uncorrected,
-            machine_shift: machine.or(Some(shift)),
+            machine_shift: machine,
         },
         DecodeCheck::NoCases => return None,
     })

@@ -133,7 +133,7 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
             let deadline = (now + profile.request_timeout).min(budget.deadline());
             let source = repeat_source(case, &cases, profile);
             let stop = probe.as_ref().map(crate::server::probe::Probe::readings).unwrap_or_default();
-            let stop_speed = machine_speed(&stop);
+            let stop_speed = crate::server::probe::speed(&stop);
             machine.extend(stop);
             // Read outside the request's timing: the cases are sequential, so what the threads did between the two
             // samples is this case's.
@@ -289,7 +289,8 @@ pub fn run_gate(profile: &Profile, opts: &GateOptions, reporter: &mut dyn Report
 
     let mut decode = decode_summary(&cases);
     if !accounts.is_empty() {
-        decode.speed_check = Some(crate::compare::speed::speed_check(accounts, cpu_group, machine_speed(&machine)));
+        decode.speed_check =
+            Some(crate::compare::speed::speed_check(accounts, cpu_group, crate::server::probe::speed(&machine)));
     }
     let mut record = RunRecord {
         schema_version: RUN_RECORD_VERSION,
@@ -630,15 +631,6 @@ fn estimate_tokens(a: &Answer) -> u64 {
     let chars = (a.content.chars().count() + a.reasoning.chars().count()) as u64;
     let events = a.timeline.iter().filter(|e| !e.content.is_empty() || !e.reasoning.is_empty()).count() as u64;
     chars.div_ceil(4).max(events)
-}
-
-/// The record's form of some machine readings: their medians and how many. None without readings.
-fn machine_speed(readings: &[crate::server::probe::Reading]) -> Option<gauntlet_schema::MachineSpeed> {
-    crate::server::probe::median(readings).map(|m| gauntlet_schema::MachineSpeed {
-        memory_bytes_per_second: m.memory_bytes_per_second,
-        steps_per_second: m.steps_per_second,
-        readings: readings.len() as u32,
-    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@
 
 use std::time::Instant;
 
+use gauntlet_schema::MachineSpeed;
+
 use crate::util::bounded::read_text;
 
 /// The buffer when the machine does not say how large its last-level cache is.
@@ -136,9 +138,9 @@ fn parse_size(text: &str) -> Option<usize> {
     n.checked_mul(scale)
 }
 
-/// The middle of some readings, each measure on its own: the median memory rate and the median step rate. None
-/// without readings.
-pub fn median(readings: &[Reading]) -> Option<Reading> {
+/// The record's form of some readings: the median memory rate and the median step rate, each on its own, and how
+/// many readings. None without a reading that measured both.
+pub fn speed(readings: &[Reading]) -> Option<MachineSpeed> {
     let mid = |f: fn(&Reading) -> f64| {
         let mut v: Vec<f64> = readings.iter().map(f).filter(|x| x.is_finite() && *x > 0.0).collect();
         v.sort_by(f64::total_cmp);
@@ -149,9 +151,10 @@ pub fn median(readings: &[Reading]) -> Option<Reading> {
             _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
         }
     };
-    Some(Reading {
+    Some(MachineSpeed {
         memory_bytes_per_second: mid(|r| r.memory_bytes_per_second)?,
         steps_per_second: mid(|r| r.steps_per_second)?,
+        readings: u32::try_from(readings.len()).unwrap_or(u32::MAX),
     })
 }
 
@@ -160,14 +163,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reading_is_two_positive_rates_and_the_median_takes_each_on_its_own() {
+    fn a_reading_is_two_positive_rates_and_the_summary_takes_each_median_on_its_own() {
         let r = Probe::new().read().expect("a reading");
         assert!(r.memory_bytes_per_second > 1e8 && r.memory_bytes_per_second.is_finite(), "{r:?}");
         assert!(r.steps_per_second > 1e6 && r.steps_per_second.is_finite(), "{r:?}");
         let at = |m: f64, s: f64| Reading { memory_bytes_per_second: m, steps_per_second: s };
-        assert_eq!(median(&[at(1.0, 30.0), at(3.0, 10.0), at(2.0, 20.0)]), Some(at(2.0, 20.0)));
-        assert_eq!(median(&[at(1.0, 10.0), at(3.0, f64::NAN), at(2.0, 30.0)]), Some(at(2.0, 20.0)));
-        assert_eq!(median(&[]), None);
+        let summary = |m: f64, s: f64, readings: u32| {
+            Some(MachineSpeed { memory_bytes_per_second: m, steps_per_second: s, readings })
+        };
+        assert_eq!(speed(&[at(1.0, 30.0), at(3.0, 10.0), at(2.0, 20.0)]), summary(2.0, 20.0, 3));
+        assert_eq!(speed(&[at(1.0, 10.0), at(3.0, f64::NAN), at(2.0, 30.0)]), summary(2.0, 20.0, 3));
+        assert_eq!(speed(&[]), None);
     }
 
     #[test]
