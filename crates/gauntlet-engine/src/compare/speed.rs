@@ -317,6 +317,20 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
     };
     let uncorrected = case_ratios(run, baseline).map(|r| r.median);
     let machine = machine_shift_of(run, baseline).map(|m| m.largest());
+    // Decode not judged, for `reason`: the contention and neighbours' share that were weighed.
+    let not_judged = |reason: String, contention: Option<f64>, neighbours: Option<f64>| SpeedJudgement {
+        judged: false,
+        reason,
+        clock: String::new(),
+        corrected: false,
+        contention,
+        contention_limit: limit,
+        neighbours,
+        median_ratio: None,
+        upper_ratio: None,
+        uncorrected_median_ratio: uncorrected,
+        machine_shift: machine,
+    };
     Some(match decode_check(run, baseline) {
         DecodeCheck::Ratios { ratios, corrected, why_not } => SpeedJudgement {
             judged: true,
@@ -342,45 +356,20 @@ pub fn judgement(run: &RunRecord, baseline: &RunRecord) -> Option<SpeedJudgement
             uncorrected_median_ratio: uncorrected,
             machine_shift: machine,
         },
-        DecodeCheck::NotJudged { contention, limit, threads, side } => SpeedJudgement {
-            judged: false,
-            reason: not_judged_reason(contention, limit, threads, side),
-            clock: String::new(),
-            corrected: false,
-            contention: Some(contention),
-            contention_limit: limit,
-            neighbours: neighbours_of(run, baseline),
-            median_ratio: None,
-            upper_ratio: None,
-            uncorrected_median_ratio: uncorrected,
-            machine_shift: machine,
-        },
-        DecodeCheck::Crowded { neighbours, limit: _, side } => SpeedJudgement {
-            judged: false,
-            reason: crowded_reason(neighbours, side),
-            clock: String::new(),
-            corrected: false,
-            contention: highest,
-            contention_limit: limit,
-            neighbours: Some(neighbours_of(run, baseline).unwrap_or(neighbours)),
-            median_ratio: None,
-            upper_ratio: None,
-            uncorrected_median_ratio: uncorrected,
-            machine_shift: machine,
-        },
-        DecodeCheck::MachineMoved { shift, memory, slower } => SpeedJudgement {
-            judged: false,
-            reason: machine_moved_reason(shift, memory, slower),
-            clock: String::new(),
-            corrected: false,
-            contention: highest,
-            contention_limit: limit,
-            neighbours: neighbours_of(run, baseline),
-            median_ratio: None,
-            upper_ratio: None,
-            uncorrected_median_ratio: uncorrected,
-            machine_shift: machine,
-        },
+        // The variant's limit is `limit` (the same threads), named as decided.
+        DecodeCheck::NotJudged { contention, limit: decided, threads, side } => not_judged(
+            not_judged_reason(contention, decided, threads, side),
+            Some(contention),
+            neighbours_of(run, baseline),
+        ),
+        DecodeCheck::Crowded { neighbours, limit: _, side } => not_judged(
+            crowded_reason(neighbours, side),
+            highest,
+            Some(neighbours_of(run, baseline).unwrap_or(neighbours)),
+        ),
+        DecodeCheck::MachineMoved { shift, memory, slower } => {
+            not_judged(machine_moved_reason(shift, memory, slower), highest, neighbours_of(run, baseline))
+        }
         DecodeCheck::NoCases => return None,
     })
 }
