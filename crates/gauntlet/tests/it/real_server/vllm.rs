@@ -418,6 +418,9 @@ fn vllm_qualifies_through_its_kind_and_the_bundle_verifies() {
     // repeat with the very text R1 got.
     let r1 = read_json(&out.join("r1-correctness.json"), &stdout);
     let declared: Vec<String> = report_declared(&out, &stdout);
+    // The suite asked is the one written beside the manifest: the default's fifteen other cases, no `needle`.
+    let asked: Vec<&str> = r1["cases"].as_array().unwrap().iter().filter_map(|c| c["id"].as_str()).collect();
+    assert!(asked.len() == 15 && !asked.contains(&"needle"), "{asked:?}");
     let own: Vec<&Value> = r1["cases"]
         .as_array()
         .unwrap()
