@@ -91,6 +91,17 @@ fn profile_command(port: u16) -> Vec<String> {
     argv
 }
 
+/// The embedded default's `vllm` profile's environment, as `gauntlet default-manifest` prints it.
+fn profile_environment() -> Vec<(String, String)> {
+    let embedded = String::from_utf8(gauntlet(&["default-manifest"], &[], Duration::from_secs(30)).stdout).unwrap();
+    let manifest: toml::Table = toml::from_str(&embedded).unwrap();
+    let environment = manifest["profiles"]["vllm"]["environment"].as_table().unwrap();
+    let pairs: Vec<(String, String)> =
+        environment.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned())).collect();
+    assert!(pairs.iter().any(|(k, _)| k == "VLLM_CPU_KVCACHE_SPACE"), "{pairs:?}");
+    pairs
+}
+
 fn start_vllm(port: u16, log: &Path) -> Group {
     let argv = profile_command(port);
     assert_eq!(Path::new(&argv[0]), venv_python(), "{argv:?}");
@@ -98,13 +109,9 @@ fn start_vllm(port: u16, log: &Path) -> Group {
     let mut command = Command::new(&argv[0]);
     command
         .args(&argv[1..])
-        // The profile's environment (embedded default): a 1 GiB KV cache, no hub, no usage statistics.
-        .envs([
-            ("VLLM_CPU_KVCACHE_SPACE", "1"),
-            ("HF_HUB_OFFLINE", "1"),
-            ("VLLM_NO_USAGE_STATS", "1"),
-            ("DO_NOT_TRACK", "1"),
-        ])
+        // The profile's environment (embedded default): a 1 GiB KV cache, every core computing, no hub, no usage
+        // statistics.
+        .envs(profile_environment())
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
