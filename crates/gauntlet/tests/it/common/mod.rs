@@ -97,6 +97,16 @@ pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output 
     }
     let scratch = tempfile::tempdir().expect("scratch store");
     isolate(&mut cmd, env, &scratch);
+    // A test ended from outside (nextest's timeout, Ctrl-C) must not leave its gauntlet running on: gauntlet gets
+    // SIGTERM when the thread that started it dies, and stops its server as it does on Ctrl-C. (Seen 2026-12-07: a
+    // `timeout` around nextest ended two gate tests, and their gauntlet runs and servers went on for minutes.)
+    // SAFETY: prctl is async-signal-safe and takes plain integers.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
     let mut child = cmd.spawn().expect("spawn gauntlet");
     let deadline = Instant::now() + limit;
     loop {
