@@ -87,6 +87,18 @@ pub fn isolate(cmd: &mut Command, env: &[(&str, &str)], scratch: &tempfile::Temp
     }
 }
 
+/// The process `cmd` starts gets SIGTERM when the thread that started it dies: a test ended from outside (a timeout,
+/// Ctrl-C) ends what it started.
+pub fn terminated_with_test(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe and takes plain integers.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
+
 pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output {
     let mut cmd = Command::new(workspace_bin("gauntlet"));
     cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -97,16 +109,10 @@ pub fn gauntlet(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Output 
     }
     let scratch = tempfile::tempdir().expect("scratch store");
     isolate(&mut cmd, env, &scratch);
-    // A test ended from outside (nextest's timeout, Ctrl-C) must not leave its gauntlet running on: gauntlet gets
-    // SIGTERM when the thread that started it dies, and stops its server as it does on Ctrl-C. (Seen 2026-12-07: a
-    // `timeout` around nextest ended two gate tests, and their gauntlet runs and servers went on for minutes.)
-    // SAFETY: prctl is async-signal-safe and takes plain integers.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
+    // A test ended from outside (nextest's timeout, Ctrl-C) must not leave its gauntlet running on: gauntlet stops
+    // its server on SIGTERM as it does on Ctrl-C. (Seen 2026-12-07: a `timeout` around nextest ended two gate tests,
+    // and their gauntlet runs and servers went on for minutes.)
+    terminated_with_test(&mut cmd);
     let mut child = cmd.spawn().expect("spawn gauntlet");
     let deadline = Instant::now() + limit;
     loop {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::paired::wait_healthy;
 use super::{assert_answers_complete, assert_server_gone, home};
-use crate::common::{Reaped, finish, free_port, gauntlet, send_signal};
+use crate::common::{Reaped, finish, free_port, gauntlet, send_signal, terminated_with_test};
 
 /// The seven cases SmolLM2-135M fails on this suite on every engine and CPU measured (llama.cpp Q4_1, mistral.rs,
 /// vLLM bf16 on an AMD EPYC and on an Intel Xeon with AMX): a property of the model, declared in the embedded
@@ -117,13 +117,7 @@ fn start_vllm(port: u16, log: &Path) -> Group {
         .stderr(log)
         .process_group(0);
     // If the test process is ended (a timeout) before `Group` is dropped, the server still gets SIGTERM.
-    // SAFETY: prctl is async-signal-safe and takes plain integers.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
+    terminated_with_test(&mut command);
     Group(command.spawn().unwrap())
 }
 
